@@ -1,0 +1,167 @@
+#pragma once
+// Typed config tree: YAML file + `--set a.b=c` overrides -> plain structs.
+//
+// A config struct declares each field once, in a visit() member:
+//
+//   struct SamplerConfig {
+//     int block_size = 4;
+//     std::string strategy = "static";
+//     template <class V> void visit(V& v) {
+//       v("block_size", block_size, "tokens per diffusion block");
+//       v.choice("strategy", strategy, {"static", "dynamic", "sequential"}, "unmasking rule");
+//     }
+//     void validate() const { DICE_REQUIRE(block_size > 0, "sampler.block_size must be > 0"); }  // optional
+//   };
+//
+// load<T>(node) fills a T from YAML: absent keys keep their defaults, unknown keys and values of
+// the wrong type are rejected with a sentence naming the full key path. to_yaml() prints the
+// resolved tree (every field, defaults included), which runs save next to their outputs.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "dice/util/error.h"
+
+namespace dice::config {
+
+namespace detail {
+template <typename T, typename = void> struct has_visit : std::false_type {};
+template <typename T> struct has_visit<T, std::void_t<decltype(&T::template visit<int>)>> : std::true_type {};
+template <typename T, typename = void> struct has_validate : std::false_type {};
+template <typename T>
+struct has_validate<T, std::void_t<decltype(std::declval<const T&>().validate())>> : std::true_type {};
+template <typename T> struct is_vector : std::false_type {};
+template <typename T> struct is_vector<std::vector<T>> : std::true_type {};
+
+std::string join_path(const std::string& prefix, const std::string& key);
+std::string node_text(const YAML::Node& n);
+std::string choices_text(const std::vector<std::string>& choices);
+std::string str_index(const std::string& path, size_t i);
+
+template <typename T> const char* type_name() {
+  if constexpr (std::is_same_v<T, bool>) return "a boolean (true/false)";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else if constexpr (is_vector<T>::value) return "a list";
+  else return "a mapping";
+}
+}  // namespace detail
+
+template <typename T> void read_value(const YAML::Node& n, const std::string& path, T& out);
+
+// Visitor that reads fields from a YAML mapping and rejects keys no field claimed.
+class Reader {
+ public:
+  Reader(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
+
+  template <typename T> void operator()(const char* key, T& field, const char* /*help*/ = "") {
+    seen_.insert(key);
+    if (!node_.IsMap()) return;
+    YAML::Node child = node_[key];
+    if (child) read_value(child, detail::join_path(path_, key), field);
+  }
+  void choice(const char* key, std::string& field, const std::vector<std::string>& choices, const char* help = "") {
+    (*this)(key, field, help);
+    bool ok = false;
+    for (const auto& c : choices) ok = ok || c == field;
+    DICE_REQUIRE(ok, "config key '", detail::join_path(path_, key), "' is '", field, "', but must be one of ",
+                 detail::choices_text(choices));
+  }
+  void finish() const;
+
+ private:
+  const YAML::Node& node_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+// Visitor that writes every field into a YAML mapping.
+class Writer {
+ public:
+  explicit Writer(YAML::Node& node) : node_(node) {}
+  template <typename T> void operator()(const char* key, const T& field, const char* /*help*/ = "");
+  void choice(const char* key, const std::string& field, const std::vector<std::string>&, const char* = "") {
+    node_[key] = field;
+  }
+
+ private:
+  YAML::Node& node_;
+};
+
+template <typename T> YAML::Node to_yaml(const T& cfg) {
+  YAML::Node n(YAML::NodeType::Map);
+  Writer w(n);
+  const_cast<T&>(cfg).visit(w);  // visit() only reads through a Writer
+  return n;
+}
+
+template <typename T> void read_value(const YAML::Node& n, const std::string& path, T& out) {
+  if constexpr (detail::has_visit<T>::value) {
+    DICE_REQUIRE(n.IsMap() || n.IsNull(), "config key '", path, "' must be a mapping, got '", detail::node_text(n), "'");
+    Reader r(n, path);
+    out.visit(r);
+    r.finish();
+  } else if constexpr (detail::is_vector<T>::value) {
+    DICE_REQUIRE(n.IsSequence(), "config key '", path, "' must be a list, got '", detail::node_text(n), "'");
+    T v;
+    for (size_t i = 0; i < n.size(); ++i) {
+      typename T::value_type e{};
+      read_value(n[i], detail::str_index(path, i), e);
+      v.push_back(std::move(e));
+    }
+    out = std::move(v);
+  } else {
+    DICE_REQUIRE(n.IsScalar(), "config key '", path, "' must be ", detail::type_name<T>(), ", got '",
+                 detail::node_text(n), "'");
+    T v{};
+    bool ok = YAML::convert<T>::decode(n, v);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // yaml-cpp accepts "1.5" as an int on some versions: require an exact integer literal.
+      const std::string& s = n.Scalar();
+      ok = ok && s.find_first_of(".eE") == std::string::npos;
+    }
+    DICE_REQUIRE(ok, "config key '", path, "' must be ", detail::type_name<T>(), ", got '", n.Scalar(), "'");
+    out = v;
+  }
+  if constexpr (detail::has_validate<T>::value) out.validate();
+}
+
+template <typename T> void Writer::operator()(const char* key, const T& field, const char*) {
+  if constexpr (detail::has_visit<T>::value) {
+    node_[key] = to_yaml(field);
+  } else if constexpr (detail::is_vector<T>::value) {
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (const auto& e : field) {
+      if constexpr (detail::has_visit<typename T::value_type>::value) seq.push_back(to_yaml(e));
+      else seq.push_back(e);
+    }
+    node_[key] = seq;
+  } else {
+    node_[key] = field;
+  }
+}
+
+// Applies "a.b.c=value" overrides to a YAML tree (value parsed as YAML, so lists work: x=[1,2]).
+void apply_overrides(YAML::Node& root, const std::vector<std::string>& sets);
+
+// Loads a YAML file (empty path: an empty tree), applies overrides. Errors name the file.
+YAML::Node load_tree(const std::string& path, const std::vector<std::string>& sets = {});
+
+template <typename T> T load(const YAML::Node& root) {
+  T cfg;
+  read_value(root, "", cfg);
+  return cfg;
+}
+
+template <typename T> T load_file(const std::string& path, const std::vector<std::string>& sets = {}) {
+  return load<T>(load_tree(path, sets));
+}
+
+std::string dump(const YAML::Node& n);
+
+}  // namespace dice::config

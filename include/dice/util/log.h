@@ -1,0 +1,44 @@
+#pragma once
+// Rank-aware logging: info from rank 0 only (unless verbose), warnings and errors from any rank
+// prefixed "[r3 actor host]". Metrics go to JSONL files, never here.
+#include <string>
+
+#include "dice/util/error.h"
+
+namespace dice::log {
+
+enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+// Called once by the process (dist::World does it after MPI init).
+void set_identity(int rank, int world_size, const std::string& role);
+void set_level(Level level);
+void set_all_ranks(bool all);  // info from every rank, not just rank 0
+int rank();
+const std::string& role();
+const std::string& host();
+// "[r3 actor host]" — the prefix used by warnings, errors and fatal().
+std::string identity();
+
+void write(Level level, const std::string& msg);
+
+template <typename... Args> void debug(Args&&... a) { write(Level::kDebug, str(std::forward<Args>(a)...)); }
+template <typename... Args> void info(Args&&... a) { write(Level::kInfo, str(std::forward<Args>(a)...)); }
+template <typename... Args> void warn(Args&&... a) { write(Level::kWarn, str(std::forward<Args>(a)...)); }
+template <typename... Args> void error(Args&&... a) { write(Level::kError, str(std::forward<Args>(a)...)); }
+
+// A one-line progress bar on stderr (rank 0, TTY-aware): "judge 12/40 [#####....] 30% ETA 1m05s".
+class Progress {
+ public:
+  Progress(std::string label, long total);
+  void update(long done);
+  void finish();
+
+ private:
+  std::string label_;
+  long total_;
+  double start_s_;
+  double last_print_s_ = -1;
+  bool tty_;
+};
+
+}  // namespace dice::log

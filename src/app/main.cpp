@@ -1,0 +1,36 @@
+// The `dice` executable: CLI11 front end over the subcommands registered in src/app/cmd_*.cpp.
+// User-caused errors (dice::Error) print one sentence and exit 2; no stack traces.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "dice/util/error.h"
+#include "subcommand.h"
+
+namespace dice::app {
+std::vector<Subcommand>& subcommands() {
+  static std::vector<Subcommand> s;
+  return s;
+}
+}  // namespace dice::app
+
+int main(int argc, char** argv) {
+  CLI::App app{"dice: RL for diffusion language models that write CUDA kernels"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "dice 0.1.0");
+  auto subs = dice::app::subcommands();
+  std::sort(subs.begin(), subs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (auto& s : subs) s.setup(*app.add_subcommand(s.name, s.description));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const dice::Error& e) {
+    std::fprintf(stderr, "dice: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dice: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,99 @@
+// YAML loading, overrides and key-path errors for the typed config tree.
+#include "dice/config/config.h"
+
+#include <fstream>
+
+#include "dice/util/fs.h"
+
+namespace dice::config {
+namespace detail {
+std::string join_path(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+std::string str_index(const std::string& path, size_t i) { return str(path, "[", i, "]"); }
+std::string node_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+std::string choices_text(const std::vector<std::string>& choices) {
+  std::string s;
+  for (size_t i = 0; i < choices.size(); ++i) s += (i ? ", " : "") + ("'" + choices[i] + "'");
+  return s;
+}
+}  // namespace detail
+
+void Reader::finish() const {
+  if (!node_.IsMap()) return;
+  for (const auto& kv : node_) {
+    std::string key = kv.first.as<std::string>();
+    if (!seen_.count(key)) {
+      std::string known;
+      for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
+      throw Error(str("unknown config key '", detail::join_path(path_, key), "' (known keys",
+                      path_.empty() ? "" : " under '" + path_ + "'", ": ", known, ")"));
+    }
+  }
+}
+
+void apply_overrides(YAML::Node& root, const std::vector<std::string>& sets) {
+  for (const auto& s : sets) {
+    auto eq = s.find('=');
+    DICE_REQUIRE(eq != std::string::npos && eq > 0, "override '", s, "' must look like key.path=value");
+    std::string path = s.substr(0, eq), value = s.substr(eq + 1);
+    YAML::Node parsed;
+    try {
+      parsed = YAML::Load(value);
+    } catch (const YAML::Exception& e) {
+      throw Error(str("override '", s, "': cannot parse the value as YAML: ", e.msg));
+    }
+    // Walk/create the mapping chain. YAML::Node is a handle, so assignment through
+    // operator[] on a copy writes into the tree.
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (true) {
+      auto dot = path.find('.', start);
+      parts.push_back(path.substr(start, dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    std::vector<YAML::Node> chain{root};
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      DICE_REQUIRE(!parts[i].empty(), "override '", s, "' has an empty key");
+      YAML::Node next = chain.back()[parts[i]];
+      if (!next || next.IsNull()) {
+        chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+        next = chain.back()[parts[i]];
+      }
+      DICE_REQUIRE(next.IsMap(), "override '", s, "': '", parts[i], "' is not a mapping");
+      chain.push_back(next);
+    }
+    chain.back()[parts.back()] = parsed.IsNull() && value.empty() ? YAML::Node(std::string()) : parsed;
+  }
+}
+
+YAML::Node load_tree(const std::string& path, const std::vector<std::string>& sets) {
+  YAML::Node root(YAML::NodeType::Map);
+  if (!path.empty()) {
+    DICE_REQUIRE(fs::exists(path), "config file '", path, "' does not exist");
+    try {
+      root = YAML::LoadFile(path);
+    } catch (const YAML::Exception& e) {
+      throw Error(str("config file '", path, "' is not valid YAML (line ", e.mark.line + 1, "): ", e.msg));
+    }
+    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    DICE_REQUIRE(root.IsMap(), "config file '", path, "' must hold a mapping at the top level");
+  }
+  apply_overrides(root, sets);
+  return root;
+}
+
+std::string dump(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << n;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace dice::config

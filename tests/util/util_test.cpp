@@ -1,0 +1,58 @@
+// util: errors, hashing, file helpers.
+#include <gtest/gtest.h>
+
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+#include "dice/util/hash.h"
+#include "dice/util/log.h"
+
+namespace dice {
+namespace {
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(hash::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hash::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hash::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+}
+
+TEST(Sha256, StreamingEqualsOneShot) {
+  std::string data(1000, 'x');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  hash::Sha256 h;
+  for (size_t i = 0; i < data.size(); i += 37) h.update(std::string_view(data).substr(i, 37));
+  EXPECT_EQ(h.hex_digest(), hash::sha256_hex(data));
+}
+
+TEST(Fnv, DiffersOnChange) { EXPECT_NE(hash::fnv1a64("a"), hash::fnv1a64("b")); }
+
+TEST(Error, RequireThrowsWithMessage) {
+  try {
+    DICE_REQUIRE(1 + 1 == 3, "value ", 42, " is wrong");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "value 42 is wrong");
+  }
+}
+
+TEST(CheckDeathTest, FatalNamesStatementAndLocation) {
+  EXPECT_DEATH(DICE_CHECK(2 < 1, "detail ", 7), "2 < 1 failed at .*util_test.cpp:[0-9]+: detail 7");
+}
+
+TEST(Fs, AtomicWriteAndReadBack) {
+  std::string dir = fs::make_temp_dir("dice_util_test_");
+  std::string p = dir + "/f.txt";
+  fs::write_file_atomic(p, "hello");
+  EXPECT_EQ(fs::read_file(p), "hello");
+  EXPECT_TRUE(fs::exists(p));
+  EXPECT_THROW(fs::read_file(dir + "/missing"), Error);
+}
+
+TEST(Log, IdentityNamesRankAndRole) {
+  log::set_identity(3, 4, "actor");
+  EXPECT_NE(log::identity().find("[r3 actor "), std::string::npos);
+  log::set_identity(0, 1, "main");
+}
+
+}  // namespace
+}  // namespace dice
