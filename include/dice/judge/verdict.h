@@ -1,0 +1,53 @@
+#pragma once
+// The judge's verdict on one candidate (DESIGN §4 "Rollouts / verdicts").
+#include <string>
+#include <vector>
+
+namespace dice::judge {
+
+// Fixed failure classes; kNone for a correct candidate.
+enum class Failure {
+  kNone = 0,
+  kNoCode,          // no fenced code block / empty response
+  kStaticReject,    // a static check configured to reject fired
+  kCompileError,
+  kCompileTimeout,
+  kLoadError,       // module import / ModelNew missing / constructor raised
+  kRuntimeError,    // exception while running forward
+  kWrongShape,      // shape or dtype mismatch
+  kWrongValue,      // allclose failed (or NaN)
+  kInputMutated,    // candidate changed its inputs
+  kNondeterministic,
+  kTimeout,         // wall-clock kill while executing
+  kCrash,           // signal / os._exit / segfault in the executor
+  kResourceLimit,   // memory / file size / process limit hit
+  kSandboxViolation,// tried to write outside scratch, network, etc. (when detected)
+  kJudgeError,      // the judge itself failed (infrastructure), not the candidate's fault
+};
+const char* failure_name(Failure f);
+Failure failure_from_name(const std::string& name);  // throws dice::Error on unknown names
+
+struct Finding {
+  std::string check;     // e.g. "no_kernel", "torch_op_in_forward", "try_except", "stream", "thread", "monkey_patch"
+  std::string severity;  // "warn" or "reject"
+  std::string detail;
+};
+
+struct Verdict {
+  std::string task_id;
+  bool extracted = false;   // a code block was found
+  std::vector<Finding> findings;
+  bool compiled = false;
+  bool correct = false;
+  double max_abs_error = -1;  // over all trials, -1 if not compared
+  double runtime_ms = -1;     // candidate median, -1 if not timed
+  double ref_runtime_ms = -1; // reference median on the same inputs (or baseline), -1 if not timed
+  double speedup = -1;        // ref_runtime_ms / runtime_ms, -1 if not timed
+  Failure failure = Failure::kNone;
+  std::string log_tail;       // last lines of compiler / executor output
+  double compile_s = 0;
+  double exec_s = 0;
+  bool cache_hit = false;     // build reused from the content-hash cache
+};
+
+}  // namespace dice::judge
