@@ -1,0 +1,85 @@
+#pragma once
+// The SDAR / Qwen3 decoder (a torch::nn::Module whose named_parameters() are the HF names).
+//
+// Embedding -> N x [RMSNorm -> GQA attention (q_norm/k_norm over head_dim, RoPE, SDPA with a
+// boolean mask) -> residual -> RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> lm_head.
+// Block-diffusion convention: the logit at position i predicts the token at position i (no shift).
+// The caller chooses the attention pattern through the mask (see masks.h), so one forward serves
+// SFT (doubled sequences), TraceRL rows, prefill and block decode (with a KVCache).
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dice/model/config.h"
+#include "dice/model/kv_cache.h"
+#include "dice/model/safetensors.h"
+
+namespace dice::model {
+
+struct ForwardArgs {
+  torch::Tensor ids;        // int64 [B, L] token ids
+  torch::Tensor positions;  // int64 [B, L] RoPE positions (and cache slots when `cache` is set)
+  torch::Tensor mask;       // bool [B or 1, 1, L, K], true = attend; K = L without a cache,
+                            // K = kv_span with one. Undefined = full bidirectional attention.
+  KVCache* cache = nullptr; // optional: write the new K/V at `positions`, attend cache[:kv_span]
+  int64_t kv_span = 0;
+  torch::Tensor logits_at;  // optional int64 [N]: flat indices into B*L; lm_head runs only there
+};
+
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+class DecoderLayerImpl;  // defined in transformer.cpp
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  // Parameters are created on `device` in `dtype` (bf16 on GPU, fp32 on CPU), zero-initialised
+  // except norm weights (1); load real weights with load_weights.
+  TransformerImpl(const ModelConfig& cfg, torch::Dtype dtype, torch::Device device);
+
+  const ModelConfig& config() const { return cfg_; }
+  torch::Dtype dtype() const { return dtype_; }
+  torch::Device device() const { return device_; }
+
+  // Copies every tensor into the parameter of the same HF name (cast to the model's dtype and
+  // device). Missing, unexpected (a tied model ignores lm_head.weight equal in shape) or
+  // mis-shaped tensors -> dice::Error listing them.
+  void load_weights(const NamedTensors& weights);
+  // Parameters by HF name (CPU copies in `dtype`), e.g. for save_hf_weights.
+  NamedTensors state_dict(torch::Dtype dtype) const;
+
+  // Final hidden states after the last norm: [B, L, hidden].
+  torch::Tensor hidden(const ForwardArgs& args);
+  // lm_head over hidden states [..., hidden] -> [..., vocab] (model dtype).
+  torch::Tensor logits_from_hidden(const torch::Tensor& h);
+  // Logits [B, L, vocab], or [N, vocab] at args.logits_at (model dtype).
+  torch::Tensor forward(const ForwardArgs& args);
+
+ private:
+  ModelConfig cfg_;
+  torch::Dtype dtype_;
+  torch::Device device_;
+  std::shared_ptr<torch::nn::Module> model_;  // the "model" submodule (embed_tokens, layers, norm)
+  torch::nn::Embedding embed_tokens_{nullptr};
+  torch::nn::ModuleList layers_{nullptr};
+  RMSNorm norm_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};  // null when tied
+  torch::Tensor inv_freq_;              // fp32 [head_dim / 2] on device
+};
+TORCH_MODULE(Transformer);
+
+// Convenience: config + weights of an HF folder -> model (weights cast to dtype, moved to device).
+Transformer load_hf_model(const std::string& dir, torch::Dtype dtype, torch::Device device);
+
+}  // namespace dice::model
