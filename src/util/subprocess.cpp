@@ -1,0 +1,501 @@
+// Child processes with pipes, timeouts, process-group kill and an optional namespace sandbox.
+#include "dice/util/subprocess.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "dice/util/error.h"
+#include "dice/util/timer.h"
+
+namespace dice::proc {
+
+std::string ExitStatus::describe() const {
+  if (timed_out) return "timeout";
+  if (exited) return str("exit ", code);
+  if (signal) return str("signal ", signal, " (", strsignal(signal), ")");
+  return "not finished";
+}
+
+namespace {
+
+// --- helpers usable between fork and exec (no allocation) ---
+
+void put(int fd, const char* s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = ::write(fd, s, n);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      return;
+    }
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void put_int(int fd, long v) {
+  char buf[24];
+  int i = 23;
+  buf[i] = '\0';
+  bool neg = v < 0;
+  unsigned long u = neg ? static_cast<unsigned long>(-v) : static_cast<unsigned long>(v);
+  do {
+    buf[--i] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u && i > 1);
+  if (neg) buf[--i] = '-';
+  put(fd, buf + i);
+}
+
+// Status channel child -> parent: "A name\n" applied, "M name\n" missing, "E stage errno\n" fatal.
+void applied(int fd, const char* what) { put(fd, "A "); put(fd, what); put(fd, "\n"); }
+void missing(int fd, const char* what) { put(fd, "M "); put(fd, what); put(fd, "\n"); }
+[[noreturn]] void die(int fd, const char* stage) {
+  int e = errno;
+  put(fd, "E ");
+  put(fd, stage);
+  put(fd, " ");
+  put_int(fd, e);
+  put(fd, "\n");
+  _exit(127);
+}
+
+bool under(const char* path, const char* dir) {
+  size_t n = strlen(dir);
+  if (strncmp(path, dir, n) != 0) return false;
+  return path[n] == '\0' || path[n] == '/' || (n == 1 && dir[0] == '/');
+}
+
+// Everything the child needs, prepared before fork so the child never allocates.
+struct ChildPlan {
+  std::vector<std::string> argv_s, env_s, writable_s;
+  std::vector<char*> argv, env;
+  std::string exe, cwd;
+  SandboxOptions sb;
+  bool pipe_stdin = false, result_pipe = false;
+  int in_r = -1, out_w = -1, err_w = -1, res_w = -1, status_w = -1;
+  std::vector<char> mountinfo;  // scratch buffer for /proc/self/mountinfo
+};
+
+void set_limit(int res, long v) {
+  if (v <= 0) return;
+  struct rlimit rl;
+  rl.rlim_cur = rl.rlim_max = static_cast<rlim_t>(v);
+  setrlimit(res, &rl);
+}
+
+// Remounts every mount read-only except the writable paths. Returns false if "/" stayed writable.
+bool make_readonly(ChildPlan& p) {
+  int fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t n = 0;
+  while (n + 1 < p.mountinfo.size()) {
+    ssize_t r = ::read(fd, p.mountinfo.data() + n, p.mountinfo.size() - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  p.mountinfo[n] = '\0';
+  bool root_ok = false;
+  char* line = p.mountinfo.data();
+  while (line && *line) {
+    char* next = strchr(line, '\n');
+    if (next) *next++ = '\0';
+    // fields: id parent maj:min root mountpoint ...
+    char* f = line;
+    for (int i = 0; i < 4 && f; ++i) {
+      f = strchr(f, ' ');
+      if (f) ++f;
+    }
+    if (f) {
+      char* end = strchr(f, ' ');
+      if (end) *end = '\0';
+      bool keep = strchr(f, '\\') != nullptr;  // escaped names: leave alone
+      for (auto& w : p.writable_s) keep = keep || under(f, w.c_str());
+      if (!keep) {
+        unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+        struct statvfs sv;
+        if (statvfs(f, &sv) == 0) {
+          if (sv.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+          if (sv.f_flag & ST_NODEV) flags |= MS_NODEV;
+          if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+        }
+        int rc = mount(nullptr, f, nullptr, flags, nullptr);
+        if (rc == 0 && strcmp(f, "/") == 0) root_ok = true;
+      }
+    }
+    line = next;
+  }
+  return root_ok;
+}
+
+// Runs in the process that will exec: mounts, limits, uid, then execve. Never returns.
+[[noreturn]] void exec_child(ChildPlan& p, bool in_new_mount_ns, bool in_new_pid_ns) {
+  int st = p.status_w;
+  if (p.sb.enabled && in_new_mount_ns) {
+    if (in_new_pid_ns) {
+      if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0) applied(st, "procfs");
+      else missing(st, "procfs");
+    }
+    if (p.sb.readonly_root) {
+      bool ok = true;
+      for (auto& w : p.writable_s) ok = ok && mount(w.c_str(), w.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
+      if (ok && make_readonly(p)) applied(st, "ro_root");
+      else missing(st, "ro_root");
+    }
+  } else if (p.sb.enabled && p.sb.readonly_root) {
+    missing(st, "ro_root");
+  }
+  if (p.sb.enabled) {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    set_limit(RLIMIT_CPU, p.sb.cpu_s);
+    set_limit(RLIMIT_AS, p.sb.address_space_bytes);
+    set_limit(RLIMIT_FSIZE, p.sb.file_size_bytes);
+    set_limit(RLIMIT_NPROC, p.sb.processes);
+    set_limit(RLIMIT_NOFILE, p.sb.open_files);
+  }
+  if (!p.cwd.empty() && chdir(p.cwd.c_str()) != 0) die(st, "chdir");
+  if (p.sb.enabled && p.sb.uid >= 0) {
+    gid_t g = static_cast<gid_t>(p.sb.uid);
+    if (setgroups(0, nullptr) == 0 && setgid(g) == 0 && setuid(static_cast<uid_t>(p.sb.uid)) == 0) applied(st, "uid");
+    else missing(st, "uid");
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
+  signal(SIGPIPE, SIG_DFL);
+  execve(p.exe.c_str(), p.argv.data(), p.env.data());
+  die(st, "exec");
+}
+
+[[noreturn]] void child_main(ChildPlan& p, pid_t parent) {
+  int st = p.status_w;
+  setsid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // stdio: 0 = stdin pipe or /dev/null, 1/2 = capture pipes, 3 = result pipe (optional)
+  int in = p.pipe_stdin ? p.in_r : ::open("/dev/null", O_RDONLY);
+  if (in < 0 || dup2(in, 0) < 0 || dup2(p.out_w, 1) < 0 || dup2(p.err_w, 2) < 0) die(st, "dup2");
+  if (p.result_pipe && dup2(p.res_w, 3) < 0) die(st, "dup2");
+  for (int fd = p.result_pipe ? 4 : 3; fd < 1024; ++fd)
+    if (fd != st) ::close(fd);
+
+  bool mount_ns = false, pid_ns = false;
+  if (p.sb.enabled) {
+    if (p.sb.new_net) {
+      if (unshare(CLONE_NEWNET) == 0) applied(st, "netns");
+      else missing(st, "netns");
+    }
+    if (p.sb.new_mount) {
+      if (unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
+        mount_ns = true;
+        applied(st, "mountns");
+      } else {
+        missing(st, "mountns");
+      }
+    }
+    if (p.sb.new_pid) {
+      if (unshare(CLONE_NEWPID) == 0) {
+        pid_ns = true;
+        applied(st, "pidns");
+      } else {
+        missing(st, "pidns");
+      }
+    }
+  }
+  if (!pid_ns) exec_child(p, mount_ns, false);
+
+  // The first process forked after CLONE_NEWPID is pid 1 of the namespace: when it dies, the
+  // kernel kills everything else inside. This process waits for it and mirrors its status.
+  pid_t init = fork();
+  if (init < 0) die(st, "fork");
+  if (init == 0) exec_child(p, mount_ns, true);
+  ::close(st);
+  for (int fd = 0; fd < 4; ++fd) ::close(fd);
+  int status = 0;
+  while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  signal(sig, SIG_DFL);
+  struct rlimit rl = {0, 0};
+  setrlimit(RLIMIT_CORE, &rl);
+  kill(getpid(), sig);
+  _exit(128 + sig);
+}
+
+std::string resolve_exe(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string cand = dirs.substr(start, end - start) + "/" + name;
+    if (access(cand.c_str(), X_OK) == 0) return cand;
+    start = end + 1;
+  }
+  return name;
+}
+
+void make_pipe(int fds[2]) {
+  DICE_REQUIRE(pipe2(fds, O_CLOEXEC) == 0, "cannot create a pipe: ", std::strerror(errno));
+}
+
+void append_tail(std::string& buf, const char* data, size_t n, size_t cap) {
+  buf.append(data, n);
+  if (buf.size() > cap) buf.erase(0, buf.size() - cap);
+}
+
+}  // namespace
+
+Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
+  static std::once_flag once;
+  std::call_once(once, [] { signal(SIGPIPE, SIG_IGN); });  // a dead child's stdin must not kill us
+  DICE_REQUIRE(!opts.argv.empty(), "cannot start a process: empty command line");
+
+  ChildPlan p;
+  p.argv_s = opts.argv;
+  p.exe = resolve_exe(opts.argv[0]);
+  DICE_REQUIRE(access(p.exe.c_str(), X_OK) == 0, "cannot run '", opts.argv[0], "': not an executable file");
+  if (opts.inherit_env)
+    for (char** e = environ; *e; ++e) p.env_s.emplace_back(*e);
+  for (const auto& e : opts.env) p.env_s.push_back(e);
+  for (auto& s : p.argv_s) p.argv.push_back(s.data());
+  p.argv.push_back(nullptr);
+  for (auto& s : p.env_s) p.env.push_back(s.data());
+  p.env.push_back(nullptr);
+  p.cwd = opts.cwd;
+  p.sb = opts.sandbox;
+  for (const auto& w : opts.sandbox.writable_paths) {
+    char buf[PATH_MAX];
+    DICE_REQUIRE(realpath(w.c_str(), buf) != nullptr, "sandbox writable path '", w, "' does not exist");
+    p.writable_s.emplace_back(buf);
+  }
+  p.mountinfo.resize(1 << 20);
+  p.pipe_stdin = opts.pipe_stdin;
+  p.result_pipe = opts.result_pipe;
+
+  int in[2] = {-1, -1}, out[2], err[2], res[2] = {-1, -1}, status[2];
+  if (opts.pipe_stdin) make_pipe(in);
+  make_pipe(out);
+  make_pipe(err);
+  if (opts.result_pipe) make_pipe(res);
+  make_pipe(status);
+  p.in_r = in[0];
+  p.out_w = out[1];
+  p.err_w = err[1];
+  p.res_w = res[1];
+  p.status_w = status[1];
+
+  pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ == 0) child_main(p, parent);
+  int fork_errno = errno;
+  for (int fd : {in[0], out[1], err[1], res[1], status[1]})
+    if (fd >= 0) ::close(fd);
+  if (pid_ < 0) {
+    for (int fd : {in[1], out[0], err[0], res[0], status[0]})
+      if (fd >= 0) ::close(fd);
+    throw Error(str("cannot start '", opts.argv[0], "': fork failed: ", std::strerror(fork_errno)));
+  }
+  in_fd_ = in[1];
+  out_fd_ = out[0];
+  err_fd_ = err[0];
+  res_fd_ = res[0];
+
+  // The status pipe closes on exec (or child death); collect what was applied or refused.
+  std::string msgs;
+  char buf[512];
+  for (;;) {
+    ssize_t r = ::read(status[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    msgs.append(buf, static_cast<size_t>(r));
+  }
+  ::close(status[0]);
+  size_t pos = 0;
+  std::string fatal_msg;
+  while (pos < msgs.size()) {
+    size_t nl = msgs.find('\n', pos);
+    if (nl == std::string::npos) nl = msgs.size();
+    std::string line = msgs.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.size() < 3) continue;
+    if (line[0] == 'A') applied_.push_back(line.substr(2));
+    else if (line[0] == 'M') missing_.push_back(line.substr(2));
+    else if (line[0] == 'E') fatal_msg = line.substr(2);
+  }
+  if (!fatal_msg.empty()) {
+    kill();
+    size_t sp = fatal_msg.rfind(' ');
+    int e = std::atoi(fatal_msg.c_str() + sp + 1);
+    throw Error(str("cannot start '", opts.argv[0], "' (", fatal_msg.substr(0, sp), "): ", std::strerror(e)));
+  }
+}
+
+Subprocess::~Subprocess() {
+  kill();
+  for (int fd : {in_fd_, out_fd_, err_fd_, res_fd_})
+    if (fd >= 0) ::close(fd);
+}
+
+bool Subprocess::reap(bool block) {
+  if (reaped_) return true;
+  for (;;) {
+    pid_t r = waitpid(pid_, &raw_status_, block ? 0 : WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      ::kill(-pid_, SIGKILL);  // strays left in the group (without a pid namespace)
+      return true;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {  // not our child any more (should not happen): treat as gone
+      reaped_ = true;
+      raw_status_ = 0;
+      return true;
+    }
+    return false;
+  }
+}
+
+bool Subprocess::running() { return !reap(false); }
+
+void Subprocess::kill() {
+  if (pid_ <= 0 || reaped_) return;
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
+  reap(true);
+}
+
+bool Subprocess::write_stdin(const std::string& data) {
+  if (in_fd_ < 0) return false;
+  const char* s = data.data();
+  size_t n = data.size();
+  while (n > 0) {
+    ssize_t w = ::write(in_fd_, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void Subprocess::close_stdin() {
+  if (in_fd_ >= 0) ::close(in_fd_);
+  in_fd_ = -1;
+}
+
+void Subprocess::pump(double timeout_s, bool want_result) {
+  struct pollfd fds[3];
+  int* owners[3];
+  int n = 0;
+  for (int* fd : {&out_fd_, &err_fd_, &res_fd_}) {
+    if (*fd < 0) continue;
+    if (fd == &res_fd_ && !want_result) continue;
+    fds[n].fd = *fd;
+    fds[n].events = POLLIN;
+    fds[n].revents = 0;
+    owners[n++] = fd;
+  }
+  int ms = timeout_s <= 0 ? 0 : static_cast<int>(std::min(timeout_s, 3600.0) * 1000.0) + 1;
+  int rc = poll(fds, static_cast<nfds_t>(n), ms);
+  if (rc <= 0) return;
+  char buf[65536];
+  for (int i = 0; i < n; ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    ssize_t r = ::read(fds[i].fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      ::close(*owners[i]);
+      *owners[i] = -1;
+      continue;
+    }
+    size_t m = static_cast<size_t>(r);
+    if (owners[i] == &out_fd_) append_tail(out_, buf, m, cap_);
+    else if (owners[i] == &err_fd_) append_tail(err_, buf, m, cap_);
+    else append_tail(res_buf_, buf, m, 64u << 20);
+  }
+}
+
+bool Subprocess::read_result_line(std::string& line, double timeout_s) {
+  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+  for (;;) {
+    size_t nl = res_buf_.find('\n');
+    if (nl != std::string::npos) {
+      line = res_buf_.substr(0, nl);
+      res_buf_.erase(0, nl + 1);
+      return true;
+    }
+    if (res_fd_ < 0) return false;
+    double left = deadline > 0 ? deadline - now_s() : 1.0;
+    if (left <= 0) return false;
+    pump(std::min(left, 1.0), true);
+  }
+}
+
+ExitStatus Subprocess::wait(double timeout_s) {
+  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+  while (!reap(false)) {
+    if (deadline > 0 && now_s() >= deadline) {
+      killed_for_timeout_ = true;
+      kill();
+      break;
+    }
+    if (out_fd_ >= 0 || err_fd_ >= 0 || res_fd_ >= 0) pump(0.02, true);
+    else usleep(10000);
+  }
+  // Drain what is left; descendants holding the pipes were killed with the group.
+  double drain_until = now_s() + 1.0;
+  while ((out_fd_ >= 0 || err_fd_ >= 0) && now_s() < drain_until) pump(0.05, true);
+  ExitStatus s;
+  s.timed_out = killed_for_timeout_;
+  if (WIFEXITED(raw_status_)) {
+    s.exited = true;
+    s.code = WEXITSTATUS(raw_status_);
+  } else if (WIFSIGNALED(raw_status_)) {
+    s.signal = WTERMSIG(raw_status_);
+  }
+  return s;
+}
+
+RunResult run(const SpawnOptions& opts, double timeout_s, const std::string& stdin_data) {
+  Timer t;
+  Subprocess p(opts);
+  if (opts.pipe_stdin) {
+    p.write_stdin(stdin_data);
+    p.close_stdin();
+  }
+  RunResult r;
+  r.status = p.wait(timeout_s);
+  r.out = p.stdout_tail();
+  r.err = p.stderr_tail();
+  r.wall_s = t.elapsed_s();
+  r.protections = p.protections();
+  r.protections_missing = p.protections_missing();
+  return r;
+}
+
+}  // namespace dice::proc
