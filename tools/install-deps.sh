@@ -10,7 +10,7 @@ SUDO=""
 
 pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
-  libtorch-dev python3-torch python3-numpy python3-dev python3-yaml python3-matplotlib
+  libtorch-dev python3-torch python3-numpy python3-dev python3-yaml python3-matplotlib pybind11-dev
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libboost-dev
