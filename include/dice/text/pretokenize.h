@@ -1,0 +1,26 @@
+#pragma once
+// The Qwen2 / Qwen3 pre-tokenizer: a hand-written scanner equivalent to the Split regex
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*
+//   |\s*[\r\n]+|\s+(?!\S)|\s+
+// with "Isolated" behaviour (every match is a piece; the alternatives cover every character,
+// so the pieces tile the text). Classes: \p{L} general category L*, \p{N} N*, \s White_Space.
+// The contraction group folds ASCII case only (as the reference implementations in practice
+// do for this pattern). Invalid UTF-8 bytes count as "other" characters (see unicode.h).
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace dice::text {
+
+struct Piece {
+  uint32_t offset;  // bytes into the text
+  uint32_t length;  // bytes
+};
+
+// Appends the pieces of `text` (at most 4 GiB) to `out`, in order.
+void pretokenize(std::string_view text, std::vector<Piece>& out);
+
+// The pieces as strings. For tests and tools.
+std::vector<std::string_view> pretokenize(std::string_view text);
+
+}  // namespace dice::text
