@@ -56,7 +56,7 @@ torch::Tensor prefill_mask(const torch::Tensor& lengths_B, int64_t seq_len, int6
 //   the attention reads (>= max(lengths) + block_len). Returns bool [B, 1, block_len, kv_span].
 torch::Tensor decode_mask(const torch::Tensor& lengths_B, int64_t block_len, int64_t kv_span);
 
-// bool mask -> 0 where true, -inf (dtype's lowest) where false, same shape.
+// bool mask -> 0 where true, -inf where false, same shape.
 torch::Tensor to_additive_mask(const torch::Tensor& mask, torch::Dtype dtype);
 
 }  // namespace dice::model

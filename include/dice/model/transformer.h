@@ -8,8 +8,7 @@
 // SFT (doubled sequences), TraceRL rows, prefill and block decode (with a KVCache).
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -40,11 +39,10 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-class DecoderLayerImpl;  // defined in transformer.cpp
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  // Parameters are created on `device` in `dtype` (bf16 on GPU, fp32 on CPU), zero-initialised
+  // Parameters are created on `device` in `dtype` (bf16 on GPU, fp32 on CPU), uninitialised
   // except norm weights (1); load real weights with load_weights.
   TransformerImpl(const ModelConfig& cfg, torch::Dtype dtype, torch::Device device);
 
@@ -71,11 +69,11 @@ class TransformerImpl : public torch::nn::Module {
   torch::Dtype dtype_;
   torch::Device device_;
   std::shared_ptr<torch::nn::Module> model_;  // the "model" submodule (embed_tokens, layers, norm)
-  torch::nn::Embedding embed_tokens_{nullptr};
+  torch::Tensor embed_weight_;                // [vocab, hidden]
   torch::nn::ModuleList layers_{nullptr};
   RMSNorm norm_{nullptr};
-  torch::nn::Linear lm_head_{nullptr};  // null when tied
-  torch::Tensor inv_freq_;              // fp32 [head_dim / 2] on device
+  torch::Tensor lm_head_weight_;              // [vocab, hidden]; the embedding when tied
+  torch::Tensor inv_freq_;                    // fp32 [head_dim / 2] on device
 };
 TORCH_MODULE(Transformer);
 

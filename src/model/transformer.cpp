@@ -1,0 +1,235 @@
+// The SDAR / Qwen3 decoder: HF-named parameters, RoPE, GQA attention through compat::sdpa_gqa,
+// optional KV cache, lm_head restricted to the wanted positions.
+//
+// Shape legend: B batch, L query tokens, K key tokens (L, or kv_span with a cache), H hidden,
+// Hq / Hkv query / kv heads, D head_dim, F ffn, V vocab, N selected positions.
+#include "dice/model/transformer.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <set>
+
+#include "dice/util/error.h"
+#include "dice/util/torch_compat.h"
+
+namespace dice::model {
+
+namespace {
+
+// A module that owns one parameter called "weight" (so named_parameters() spells HF names).
+class WeightImpl : public torch::nn::Module {
+ public:
+  explicit WeightImpl(torch::Tensor w) { weight = register_parameter("weight", std::move(w)); }
+  torch::Tensor weight;
+};
+TORCH_MODULE(Weight);
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  // As HF Qwen3RMSNorm: normalise in fp32, cast back, then scale (the order matters in bf16).
+  auto xf = x.to(torch::kFloat32);
+  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (xf * torch::rsqrt(var + eps)).to(x.scalar_type());
+}
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const ModelConfig& c, const torch::TensorOptions& o)
+      : hq(c.num_attention_heads), hkv(c.num_key_value_heads), d(c.head_dim) {
+    q_proj = register_module("q_proj", Weight(torch::empty({hq * d, c.hidden_size}, o)));
+    k_proj = register_module("k_proj", Weight(torch::empty({hkv * d, c.hidden_size}, o)));
+    v_proj = register_module("v_proj", Weight(torch::empty({hkv * d, c.hidden_size}, o)));
+    o_proj = register_module("o_proj", Weight(torch::empty({c.hidden_size, hq * d}, o)));
+    q_norm = register_module("q_norm", RMSNorm(d, c.rms_norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(d, c.rms_norm_eps));
+  }
+
+  // x_BLH -> [B, L, H]; cos/sin_B1LD in the model dtype.
+  torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_B1LD, const torch::Tensor& sin_B1LD,
+                        const ForwardArgs& a, int64_t layer) {
+    const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
+    auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d})).transpose(1, 2);
+    auto k_BHLD = k_norm(torch::linear(x_BLH, k_proj->weight).view({B, L, hkv, d})).transpose(1, 2);
+    auto v_BHLD = torch::linear(x_BLH, v_proj->weight).view({B, L, hkv, d}).transpose(1, 2);
+    q_BHLD = q_BHLD * cos_B1LD + rotate_half(q_BHLD) * sin_B1LD;
+    k_BHLD = k_BHLD * cos_B1LD + rotate_half(k_BHLD) * sin_B1LD;
+    torch::Tensor k_BHKD = k_BHLD, v_BHKD = v_BHLD;
+    if (a.cache) {
+      a.cache->write(layer, k_BHLD, v_BHLD, a.positions);
+      k_BHKD = a.cache->k(layer).narrow(2, 0, a.kv_span);
+      v_BHKD = a.cache->v(layer).narrow(2, 0, a.kv_span);
+    }
+    auto o_BHLD = compat::sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, a.mask, 1.0 / std::sqrt(static_cast<double>(d)));
+    return torch::linear(o_BHLD.transpose(1, 2).reshape({B, L, hq * d}), o_proj->weight);
+  }
+
+  int64_t hq, hkv, d;
+  Weight q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(const ModelConfig& c, const torch::TensorOptions& o) {
+    gate_proj = register_module("gate_proj", Weight(torch::empty({c.intermediate_size, c.hidden_size}, o)));
+    up_proj = register_module("up_proj", Weight(torch::empty({c.intermediate_size, c.hidden_size}, o)));
+    down_proj = register_module("down_proj", Weight(torch::empty({c.hidden_size, c.intermediate_size}, o)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return torch::linear(torch::silu(torch::linear(x, gate_proj->weight)) * torch::linear(x, up_proj->weight),
+                         down_proj->weight);
+  }
+  Weight gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const ModelConfig& c, const torch::TensorOptions& o) {
+    self_attn = register_module("self_attn", Attention(c, o));
+    mlp = register_module("mlp", Mlp(c, o));
+    input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+    post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+  }
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const ForwardArgs& a,
+                        int64_t layer) {
+    x = x + self_attn->forward(input_layernorm(x), cos, sin, a, layer);
+    return x + mlp->forward(post_attention_layernorm(x));
+  }
+  Attention self_attn{nullptr};
+  Mlp mlp{nullptr};
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+TransformerImpl::TransformerImpl(const ModelConfig& cfg, torch::Dtype dtype, torch::Device device)
+    : cfg_(cfg), dtype_(dtype), device_(device) {
+  cfg_.validate();
+  auto o = torch::TensorOptions().dtype(dtype).device(device);
+  model_ = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_weight_ = model_->register_module("embed_tokens", Weight(torch::empty({cfg_.vocab_size, cfg_.hidden_size}, o)))
+                      ->weight;
+  layers_ = model_->register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) layers_->push_back(DecoderLayer(cfg_, o));
+  norm_ = model_->register_module("norm", RMSNorm(cfg_.hidden_size, cfg_.rms_norm_eps));
+  lm_head_weight_ = cfg_.tie_word_embeddings
+                        ? embed_weight_
+                        : register_module("lm_head", Weight(torch::empty({cfg_.vocab_size, cfg_.hidden_size}, o)))->weight;
+  // Norm weights were created on the CPU in fp32; move everything to the target.
+  to(device, dtype);
+  auto exponent = torch::arange(0, cfg_.head_dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(cfg_.head_dim);
+  inv_freq_ = torch::pow(cfg_.rope_theta, exponent).reciprocal().to(device);
+  // to() replaced the parameter tensors' storage in place, but refresh the handles anyway.
+  auto params = named_parameters();
+  embed_weight_ = params["model.embed_tokens.weight"];
+  lm_head_weight_ = cfg_.tie_word_embeddings ? embed_weight_ : params["lm_head.weight"];
+}
+
+void TransformerImpl::load_weights(const NamedTensors& weights) {
+  torch::NoGradGuard no_grad;
+  auto params = named_parameters(/*recurse=*/true);
+  std::vector<std::string> missing, unexpected, misshaped;
+  for (const auto& p : params) {
+    auto it = weights.find(p.key());
+    if (it == weights.end()) {
+      missing.push_back(p.key());
+    } else if (it->second.sizes() != p.value().sizes()) {
+      misshaped.push_back(str(p.key(), " (expected ", p.value().sizes(), ", got ", it->second.sizes(), ")"));
+    }
+  }
+  for (const auto& [name, t] : weights) {
+    if (params.contains(name)) continue;
+    if (cfg_.tie_word_embeddings && name == "lm_head.weight" && t.sizes() == embed_weight_.sizes()) continue;
+    if (name.size() > 22 && name.compare(name.size() - 22, 22, "rotary_emb.inv_freq") == 0) continue;
+    unexpected.push_back(name);
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > 8) s += str(", ... (", v.size(), " in all)");
+    return s;
+  };
+  std::string problems;
+  if (!missing.empty()) problems += str(" Missing: ", list(missing), ".");
+  if (!unexpected.empty()) problems += str(" Unexpected: ", list(unexpected), ".");
+  if (!misshaped.empty()) problems += str(" Wrong shape: ", list(misshaped), ".");
+  DICE_REQUIRE(problems.empty(), "The weights do not match the model config (", cfg_.num_hidden_layers, " layers, hidden ",
+               cfg_.hidden_size, ", vocab ", cfg_.vocab_size, ", tied embeddings ",
+               cfg_.tie_word_embeddings ? "yes" : "no", ").", problems);
+  for (auto& p : params) {
+    const auto& src = weights.at(p.key());
+    DICE_REQUIRE(src.is_floating_point(), "Weight ", p.key(), " has dtype ", src.scalar_type(),
+                 "; model weights must be floating point.");
+    p.value().copy_(src);
+  }
+}
+
+NamedTensors TransformerImpl::state_dict(torch::Dtype dtype) const {
+  NamedTensors out;
+  for (const auto& p : named_parameters(true)) out[p.key()] = p.value().detach().to(torch::kCPU, dtype).clone();
+  return out;
+}
+
+torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
+  DICE_REQUIRE(a.ids.defined() && a.ids.dim() == 2, "Model input ids must be [B, L]; got ",
+               a.ids.defined() ? a.ids.sizes() : torch::IntArrayRef{}, ".");
+  DICE_REQUIRE(a.positions.defined() && a.positions.sizes() == a.ids.sizes(), "Model position ids must match ids ",
+               a.ids.sizes(), "; got ", a.positions.defined() ? a.positions.sizes() : torch::IntArrayRef{}, ".");
+  const int64_t B = a.ids.size(0), L = a.ids.size(1);
+  const int64_t K = a.cache ? a.kv_span : L;
+  if (a.cache) {
+    DICE_REQUIRE(a.cache->allocated(), "The KV cache was released; allocate a new one.");
+    DICE_REQUIRE(a.cache->batch() == B, "The KV cache holds ", a.cache->batch(), " sequences but the batch has ", B, ".");
+    DICE_REQUIRE(a.cache->num_layers() == cfg_.num_hidden_layers, "The KV cache has ", a.cache->num_layers(),
+                 " layers but the model has ", cfg_.num_hidden_layers, ".");
+    DICE_REQUIRE(a.kv_span > 0 && a.kv_span <= a.cache->max_len(), "kv_span ", a.kv_span, " must be in [1, ",
+                 a.cache->max_len(), "] (the cache length).");
+  }
+  if (a.mask.defined()) {
+    DICE_REQUIRE(a.mask.dim() == 4 && (a.mask.size(0) == B || a.mask.size(0) == 1) && a.mask.size(1) == 1 &&
+                     a.mask.size(2) == L && a.mask.size(3) == K,
+                 "The attention mask must be [", B, " or 1, 1, ", L, ", ", K, "]; got ", a.mask.sizes(), ".");
+    DICE_REQUIRE(a.mask.scalar_type() == torch::kBool, "The attention mask must be bool (true = attend).");
+  }
+  // RoPE tables for these positions, computed once for all layers (fp32, then the model dtype).
+  auto freqs_BLd = a.positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;
+  auto emb_BLD = torch::cat({freqs_BLd, freqs_BLd}, -1);
+  auto cos_B1LD = emb_BLD.cos().to(dtype_).unsqueeze(1);
+  auto sin_B1LD = emb_BLD.sin().to(dtype_).unsqueeze(1);
+
+  auto x_BLH = torch::embedding(embed_weight_, a.ids);
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+    x_BLH = layers_[i]->as<DecoderLayerImpl>()->forward(x_BLH, cos_B1LD, sin_B1LD, a, i);
+  }
+  return norm_(x_BLH);
+}
+
+torch::Tensor TransformerImpl::logits_from_hidden(const torch::Tensor& h) { return torch::linear(h, lm_head_weight_); }
+
+torch::Tensor TransformerImpl::forward(const ForwardArgs& a) {
+  auto h_BLH = hidden(a);
+  if (!a.logits_at.defined()) return logits_from_hidden(h_BLH);
+  DICE_REQUIRE(a.logits_at.dim() == 1, "logits_at must be a 1-D list of flat positions; got ", a.logits_at.sizes(), ".");
+  auto h_NH = h_BLH.reshape({-1, cfg_.hidden_size}).index_select(0, a.logits_at.to(h_BLH.device(), torch::kInt64));
+  return logits_from_hidden(h_NH);
+}
+
+Transformer load_hf_model(const std::string& dir, torch::Dtype dtype, torch::Device device) {
+  Transformer m(ModelConfig::from_hf_dir(dir), dtype, device);
+  m->load_weights(load_safetensors(dir));
+  return m;
+}
+
+}  // namespace dice::model
