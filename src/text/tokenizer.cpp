@@ -186,6 +186,7 @@ struct Tokenizer::Impl {
   uint64_t serial = g_next_serial.fetch_add(1);
   bool nfc = false;
   bool ignore_merges = false;
+  bool word_cache = true;
 
   std::vector<std::string> id_bytes;  // raw bytes of every id (vocab or added)
   std::vector<uint8_t> id_kind;       // 0 unused, 1 vocab, 2 added
@@ -283,7 +284,7 @@ struct Tokenizer::Impl {
       out.push_back(byte_id[static_cast<unsigned char>(s[0])]);
       return;
     }
-    if (n > WordCache::kMaxKeyBytes) return bpe(s, n, out);
+    if (n > WordCache::kMaxKeyBytes || !word_cache) return bpe(s, n, out);
     thread_local WordCache cache;
     if (cache.owner != serial) cache.reset(serial);
     uint64_t h = hash_bytes(s, n);
@@ -677,6 +678,8 @@ int32_t Tokenizer::mask_token_id() const {
 }
 
 std::string Tokenizer::origin() const { return impl_->origin; }
+
+void Tokenizer::set_word_cache(bool on) { impl_->word_cache = on; }
 
 void check_compatible(const Tokenizer& tok, int64_t model_vocab_size, int64_t mask_id) {
   DICE_REQUIRE(tok.vocab_size() <= model_vocab_size, "The tokenizer (", tok.origin(), ") has ids up to ",

@@ -66,6 +66,10 @@ class Tokenizer {
 
   std::string origin() const;  // the file(s) it was loaded from
 
+  // Each thread keeps a cache of BPE results for short pieces (on by default). Off: every piece
+  // is merged afresh (for benchmarks and tests of the merge loop itself).
+  void set_word_cache(bool on);
+
   struct Impl;
 
  private:
