@@ -16,12 +16,10 @@ void init() {
 }
 
 namespace {
+// Keeps the innermost cause (the first entry walking upward): the outer ones only restate it.
 herr_t collect(unsigned n, const H5E_error2_t* e, void* out) {
   auto& s = *static_cast<std::string*>(out);
-  if (!e->desc || !*e->desc) return 0;
-  if (!s.empty()) s += "; ";
-  s += e->func_name ? std::string(e->func_name) + ": " : std::string();
-  s += e->desc;
+  if (s.empty() && e->desc && *e->desc) s = e->desc;
   return 0;
 }
 }  // namespace
