@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace dice::judge {
 
 // Fixed failure classes; kNone for a correct candidate.
@@ -49,5 +51,11 @@ struct Verdict {
   double exec_s = 0;
   bool cache_hit = false;     // build reused from the content-hash cache
 };
+
+// JSON (one verdict per JSONL line); from_json throws dice::Error naming a bad field.
+void to_json(nlohmann::json& j, const Finding& f);
+void from_json(const nlohmann::json& j, Finding& f);
+void to_json(nlohmann::json& j, const Verdict& v);
+void from_json(const nlohmann::json& j, Verdict& v);
 
 }  // namespace dice::judge

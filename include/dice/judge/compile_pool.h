@@ -1,0 +1,76 @@
+#pragma once
+// Compile pool (DESIGN §5): builds candidates' load_inline extensions ahead of execution, in
+// parallel, into a build cache keyed by SHA-256 of (sources + flags + toolchain identity).
+// Identical candidates submitted while one is building share that build; later ones hit the cache.
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <deque>
+#include <vector>
+
+#include "dice/judge/sandbox.h"
+#include "dice/judge/verdict.h"
+
+namespace dice::judge {
+
+struct CompileSettings {
+  std::string python;
+  std::string harness_dir;   // holds compile.py / ext.py
+  std::string cache_root;    // build cache (shared, persistent)
+  std::string scratch_root;  // per-worker scratch dirs are made under it
+  std::string toolchain;     // identity string folded into every key
+  int workers = 2;
+  double timeout_s = 300;
+  bool light_headers = true;
+  std::vector<std::string> extra_cflags, extra_cuda_cflags;
+  int max_jobs = 2;          // ninja jobs per build
+  bool cuda = false;
+  SandboxConfig sandbox;
+  int uid_base = -1;         // resolved
+  int slot_offset = 0;       // uid slot of worker 0
+  std::vector<std::string> extra_env;  // e.g. TORCH_CUDA_ARCH_LIST=9.0, ccache PATH
+};
+
+struct CompileResult {
+  Failure failure = Failure::kNone;  // kNone, kCompileError, kCompileTimeout, kLoadError, kTimeout, kCrash, kResourceLimit
+  std::string log_tail;
+  double seconds = 0;
+  bool cache_hit = false;      // every extension came from the cache (or the candidate shared a build)
+  int builds = 0;              // extensions actually compiled by this job
+  std::vector<std::string> keys;
+};
+
+class CompilePool {
+ public:
+  explicit CompilePool(CompileSettings s);
+  ~CompilePool();
+  // Candidate file path + its content key; `done` runs on a pool thread when the result is known.
+  void submit(const std::string& candidate_path, const std::string& code,
+              std::function<void(const CompileResult&)> done);
+  // Key of a candidate's compile job (code + flags + toolchain).
+  std::string job_key(const std::string& code) const;
+
+ private:
+  struct Job {
+    std::string path;
+    bool finished = false;
+    CompileResult result;
+    std::vector<std::function<void(const CompileResult&)>> waiters;
+  };
+  void worker(int index);
+  CompileResult compile_one(const std::string& path, int index);
+
+  CompileSettings s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;  // job keys
+  std::map<std::string, std::shared_ptr<Job>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace dice::judge

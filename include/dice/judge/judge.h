@@ -1,0 +1,113 @@
+#pragma once
+// The kernel judge (DESIGN §5): trusted C++ that turns candidates into Verdicts.
+//
+//   Judge judge(cfg, "/path/to/python");
+//   std::vector<Verdict> v = judge.judge(jobs, [](size_t done, size_t total) { ... });
+//
+// For each job: extract the code (when given a response), run the static checks, build the
+// candidate's extension in the compile pool (content-hash cache), then check and time it in a
+// sandboxed executor. Compilation of later candidates overlaps execution of earlier ones.
+// A hostile or broken candidate only ever produces a Verdict with a failure class.
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dice/judge/compile_pool.h"
+#include "dice/judge/sandbox.h"
+#include "dice/judge/task.h"
+#include "dice/judge/verdict.h"
+
+namespace dice::judge {
+
+struct JudgeConfig {
+  std::string python = "";            // "" = $DICE_PYTHON, else the build's DICE_PYTHON, else python3
+  std::string harness_dir = "";       // "" = <source dir>/src/judge/python
+  std::string scratch_root = "";      // "" = a fresh temp dir
+  std::string cache_root = "";        // "" = <scratch_root>/cache (set it to keep builds across runs)
+  std::string device = "auto";        // auto | cpu | cuda: which tasks this judge serves
+  int compile_workers = 2;
+  int executors = 1;
+  int executor_max_tasks = 32;
+  double compile_timeout_s = 300;
+  double exec_timeout_s = 60;
+  int trials = 3;                     // correctness trials, each with a fresh hidden seed
+  double atol = -1, rtol = -1;        // < 0: per-dtype defaults (fp32 1e-4, fp16/bf16 1e-2)
+  bool timing = false;
+  int warmup = 3;
+  int iters = 10;
+  int timing_input_sets = 2;
+  bool light_headers = true;          // try torch/types.h + pybind first, fall back to torch/extension.h
+  std::vector<std::string> extra_cflags;
+  std::vector<std::string> extra_cuda_cflags;
+  int max_jobs = 2;                   // ninja jobs per build
+  std::string static_check = "reject";  // off | warn | reject (default severity for static findings)
+  uint64_t seed = 0;                  // 0 = hidden seeds from std::random_device
+  SandboxConfig sandbox;
+
+  template <class V> void visit(V& v) {
+    v("python", python, "Python interpreter with torch for the compile and executor harness");
+    v("harness_dir", harness_dir, "directory of compile.py / executor.py");
+    v("scratch_root", scratch_root, "where scratch dirs are made");
+    v("cache_root", cache_root, "content-addressed build cache");
+    v.choice("device", device, {"auto", "cpu", "cuda"}, "device the candidates run on");
+    v("compile_workers", compile_workers, "parallel builds");
+    v("executors", executors, "executor processes (one per GPU or CPU slot)");
+    v("executor_max_tasks", executor_max_tasks, "recycle an executor after this many tasks");
+    v("compile_timeout_s", compile_timeout_s, "wall limit per build");
+    v("exec_timeout_s", exec_timeout_s, "wall limit per evaluation");
+    v("trials", trials, "correctness trials with fresh seeds");
+    v("atol", atol, "absolute tolerance (<0: per dtype)");
+    v("rtol", rtol, "relative tolerance (<0: per dtype)");
+    v("timing", timing, "time candidate and reference");
+    v("warmup", warmup, "warm-up calls before timing");
+    v("iters", iters, "timed calls (median)");
+    v("timing_input_sets", timing_input_sets, "input sets cycled through while timing");
+    v("light_headers", light_headers, "try lighter torch headers first");
+    v("extra_cflags", extra_cflags, "judge-added C++ flags (part of the cache key)");
+    v("extra_cuda_cflags", extra_cuda_cflags, "judge-added nvcc flags (part of the cache key)");
+    v("max_jobs", max_jobs, "ninja jobs per build");
+    v.choice("static_check", static_check, {"off", "warn", "reject"}, "static anti-hack checks");
+    v("seed", seed, "0 = hidden random seeds; else reproducible seeds");
+    v("sandbox", sandbox, "sandbox settings");
+  }
+  void validate() const;
+};
+
+struct Job {
+  const Task* task = nullptr;
+  std::string text;        // the model's response, or the code itself
+  bool is_code = false;    // true: `text` is the candidate file
+};
+
+using ProgressFn = std::function<void(size_t done, size_t total)>;
+// Static checks (from static_check.h when available): findings for one candidate.
+using StaticChecker = std::function<std::vector<Finding>(const Task& task, const std::string& code)>;
+
+// The candidate file inside a response: the last fenced block that defines ModelNew (else the
+// last python/cpp-tagged or untagged block); "" when there is none.
+std::string extract_candidate_code(const std::string& response);
+
+class Judge {
+ public:
+  explicit Judge(JudgeConfig cfg);
+  ~Judge();
+  std::vector<Verdict> judge(const std::vector<Job>& jobs, const ProgressFn& progress = nullptr);
+  void set_static_checker(StaticChecker checker) { static_checker_ = std::move(checker); }
+  const JudgeConfig& config() const { return cfg_; }
+  const std::string& toolchain() const { return toolchain_; }
+  // Protections the sandbox could not apply on this machine (empty when all were applied).
+  const std::vector<std::string>& protections_missing() const { return missing_; }
+  int executor_restarts() const;
+
+ private:
+  struct Impl;
+  JudgeConfig cfg_;
+  std::string toolchain_;
+  std::vector<std::string> missing_;
+  StaticChecker static_checker_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dice::judge

@@ -1,0 +1,68 @@
+#pragma once
+// Sandbox settings shared by compile workers and executors (DESIGN §5 "Sandbox").
+#include <string>
+#include <vector>
+
+#include "dice/util/subprocess.h"
+
+namespace dice::judge {
+
+struct SandboxConfig {
+  bool enabled = true;
+  // Each sandbox slot runs as uid_base + slot, so RLIMIT_NPROC is per slot (a fork bomb in one
+  // slot cannot starve another). -1: automatic (60000 when the judge runs as root and the
+  // interpreter is readable by others, else the caller's uid); -2: never change the uid.
+  int uid_base = -1;
+  long processes = 256;
+  long open_files = 1024;
+  long file_size_mb = 256;
+  long memory_mb = 8192;  // RLIMIT_AS for CPU work; never applied to CUDA executors
+  bool network_namespace = true;
+  bool mount_namespace = true;
+  bool pid_namespace = true;
+  bool readonly_root = true;
+  std::vector<std::string> env_passthrough = {"CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
+                                              "NVIDIA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST"};
+
+  template <class V> void visit(V& v) {
+    v("enabled", enabled, "run candidates in a sandbox (namespaces, rlimits, read-only root)");
+    v("uid_base", uid_base, "uid of slot 0 (-1 auto, -2 keep the caller's uid)");
+    v("processes", processes, "RLIMIT_NPROC per slot uid");
+    v("open_files", open_files, "RLIMIT_NOFILE");
+    v("file_size_mb", file_size_mb, "RLIMIT_FSIZE in MiB");
+    v("memory_mb", memory_mb, "RLIMIT_AS in MiB for CPU-only processes (0 = none)");
+    v("network_namespace", network_namespace, "unshare the network namespace");
+    v("mount_namespace", mount_namespace, "unshare the mount namespace");
+    v("pid_namespace", pid_namespace, "unshare the pid namespace");
+    v("readonly_root", readonly_root, "remount everything read-only except scratch (and the build cache)");
+    v("env_passthrough", env_passthrough, "environment variables copied into the sandbox");
+  }
+};
+
+// A private scratch directory owned by the sandbox uid; removed on destruction.
+class Scratch {
+ public:
+  Scratch(const std::string& path, int uid);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  const std::string& path() const { return path_; }
+  void clear();  // empties it (between candidates)
+
+ private:
+  std::string path_;
+  int uid_;
+};
+
+// Resolves uid_base = -1 to a concrete choice for this process and interpreter; -2 -> -1 (keep).
+int resolve_uid_base(const SandboxConfig& cfg, const std::string& python);
+
+// Spawn options for a sandboxed Python run in `scratch`, with `extra_writable` also writable.
+proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string& python,
+                                    const std::vector<std::string>& args, const std::string& scratch,
+                                    const std::vector<std::string>& extra_writable, int uid, bool cuda,
+                                    const std::vector<std::string>& extra_env);
+
+void remove_tree(const std::string& path);
+
+}  // namespace dice::judge

@@ -1,0 +1,173 @@
+// Compile pool: parallel sandboxed builds into the content-addressed cache, deduplicated by key.
+#include "dice/judge/compile_pool.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dice/util/error.h"
+#include "dice/util/hash.h"
+#include "dice/util/log.h"
+#include "dice/util/timer.h"
+
+namespace dice::judge {
+
+namespace {
+std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+}  // namespace
+
+CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {
+  DICE_REQUIRE(s_.workers >= 1, "judge.compile_workers must be at least 1, got ", s_.workers);
+  for (int i = 0; i < s_.workers; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+CompilePool::~CompilePool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+std::string CompilePool::job_key(const std::string& code) const {
+  hash::Sha256 h;
+  h.update(code);
+  h.update("\x1f");
+  h.update(s_.toolchain);
+  for (const auto& f : s_.extra_cflags) h.update("\x1e" + f);
+  for (const auto& f : s_.extra_cuda_cflags) h.update("\x1d" + f);
+  return h.hex_digest();
+}
+
+void CompilePool::submit(const std::string& candidate_path, const std::string& code,
+                         std::function<void(const CompileResult&)> done) {
+  std::string key = job_key(code);
+  CompileResult ready;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = jobs_.find(key);
+    if (it == jobs_.end()) {
+      auto job = std::make_shared<Job>();
+      job->path = candidate_path;
+      job->waiters.push_back(std::move(done));
+      jobs_[key] = job;
+      queue_.push_back(key);
+      cv_.notify_one();
+      return;
+    }
+    if (!it->second->finished) {
+      it->second->waiters.push_back(std::move(done));
+      return;
+    }
+    ready = it->second->result;
+  }
+  ready.cache_hit = true;  // the same candidate was built before
+  ready.builds = 0;
+  ready.seconds = 0;
+  done(ready);
+}
+
+void CompilePool::worker(int index) {
+  for (;;) {
+    std::string key;
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      key = queue_.front();
+      queue_.pop_front();
+      job = jobs_[key];
+    }
+    CompileResult r;
+    try {
+      r = compile_one(job->path, index);
+    } catch (const std::exception& e) {
+      r.failure = Failure::kJudgeError;
+      r.log_tail = e.what();
+    }
+    std::vector<std::function<void(const CompileResult&)>> waiters;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      job->finished = true;
+      job->result = r;
+      waiters.swap(job->waiters);
+    }
+    for (size_t i = 0; i < waiters.size(); ++i) {
+      CompileResult ri = r;
+      if (i > 0) {  // shared the first waiter's build
+        ri.cache_hit = true;
+        ri.builds = 0;
+      }
+      waiters[i](ri);
+    }
+    if (r.failure == Failure::kJudgeError) {  // infrastructure failure: allow a retry later
+      std::lock_guard<std::mutex> lk(mu_);
+      jobs_.erase(key);
+    }
+  }
+}
+
+CompileResult CompilePool::compile_one(const std::string& path, int index) {
+  Timer t;
+  int uid = s_.uid_base >= 0 ? s_.uid_base + s_.slot_offset + index : -1;
+  Scratch scratch(str(s_.scratch_root, "/compile", index), uid);
+  std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
+  for (const auto& e : s_.extra_env) env.push_back(e);
+  auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/compile.py"}, scratch.path(),
+                               {s_.cache_root}, uid, s_.cuda, env);
+  opts.sandbox.cpu_s = static_cast<long>(s_.timeout_s * 4) + 60;
+  nlohmann::json req = {{"candidate", path},
+                        {"cache_root", s_.cache_root},
+                        {"toolchain", s_.toolchain},
+                        {"light_headers", s_.light_headers},
+                        {"extra_cflags", s_.extra_cflags},
+                        {"extra_cuda_cflags", s_.extra_cuda_cflags}};
+  CompileResult r;
+  proc::Subprocess p(opts);
+  p.write_stdin(req.dump() + "\n");
+  p.close_stdin();
+  double deadline = now_s() + s_.timeout_s;
+  bool building = false;
+  nlohmann::json status;
+  std::string line;
+  while (status.is_null()) {
+    double left = deadline - now_s();
+    if (left <= 0 || !p.read_result_line(line, left)) break;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;
+    if (j.value("event", "") == "building") building = true;
+    else if (j.contains("status")) status = j;
+  }
+  auto st = p.wait(std::max(1.0, deadline - now_s()));
+  if (!status.is_null()) {
+    std::string s = status.value("status", "load_error");
+    r.failure = s == "ok" ? Failure::kNone : failure_from_name(s);
+    r.log_tail = status.value("log", "");
+    r.cache_hit = true;
+    for (const auto& c : status.value("calls", nlohmann::json::array())) {
+      r.keys.push_back(c.value("key", ""));
+      if (!c.value("cache_hit", true)) {
+        r.cache_hit = false;
+        ++r.builds;
+      }
+    }
+  } else if (st.timed_out || now_s() >= deadline) {
+    r.failure = building ? Failure::kCompileTimeout : Failure::kTimeout;
+    r.log_tail = str(building ? "build" : "candidate module code", " exceeded ", s_.timeout_s, " s");
+  } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
+    r.failure = Failure::kResourceLimit;
+    r.log_tail = "compile step: " + st.describe();
+  } else {
+    r.failure = Failure::kCrash;
+    r.log_tail = "compile step died: " + st.describe();
+  }
+  std::string err = tail(p.stderr_tail(), 1500);
+  if (r.failure != Failure::kNone && !err.empty()) r.log_tail = tail(r.log_tail, 2500) + "\n[stderr]\n" + err;
+  r.seconds = t.elapsed_s();
+  return r;
+}
+
+}  // namespace dice::judge

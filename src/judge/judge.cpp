@@ -1,0 +1,352 @@
+// The judge: extraction -> static checks -> compile pool -> executors -> verdict rules.
+#include "dice/judge/judge.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "dice/judge/executor.h"
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+#include "dice/util/hash.h"
+#include "dice/util/log.h"
+#include "dice/util/subprocess.h"
+#include "dice/util/timer.h"
+
+#ifndef DICE_SOURCE_DIR
+#define DICE_SOURCE_DIR "."
+#endif
+#ifndef DICE_PYTHON
+#define DICE_PYTHON "python3"
+#endif
+
+namespace dice::judge {
+
+namespace stdfs = std::filesystem;
+
+void JudgeConfig::validate() const {
+  DICE_REQUIRE(compile_workers >= 1, "judge.compile_workers must be >= 1, got ", compile_workers);
+  DICE_REQUIRE(executors >= 1, "judge.executors must be >= 1, got ", executors);
+  DICE_REQUIRE(trials >= 1, "judge.trials must be >= 1, got ", trials);
+  DICE_REQUIRE(compile_timeout_s > 0 && exec_timeout_s > 0, "judge timeouts must be positive");
+  DICE_REQUIRE(iters >= 1 && warmup >= 0, "judge.iters must be >= 1 and judge.warmup >= 0");
+  DICE_REQUIRE(executor_max_tasks >= 1, "judge.executor_max_tasks must be >= 1");
+}
+
+std::string extract_candidate_code(const std::string& response) {
+  // Fenced blocks: ```lang\n ... ```
+  std::vector<std::pair<std::string, std::string>> blocks;  // (lang, body)
+  size_t pos = 0;
+  while (true) {
+    size_t open = response.find("```", pos);
+    if (open == std::string::npos) break;
+    size_t eol = response.find('\n', open);
+    if (eol == std::string::npos) break;
+    std::string lang = response.substr(open + 3, eol - open - 3);
+    while (!lang.empty() && (lang.back() == ' ' || lang.back() == '\r')) lang.pop_back();
+    size_t close = response.find("```", eol + 1);
+    if (close == std::string::npos) {  // unterminated: take the rest
+      blocks.emplace_back(lang, response.substr(eol + 1));
+      break;
+    }
+    blocks.emplace_back(lang, response.substr(eol + 1, close - eol - 1));
+    pos = close + 3;
+  }
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+    if (it->second.find("class ModelNew") != std::string::npos) return it->second;
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+    if (it->first.empty() || it->first == "python" || it->first == "py") return it->second;
+  if (blocks.empty() && response.find("class ModelNew") != std::string::npos) return response;
+  return "";
+}
+
+namespace {
+
+std::string default_python() {
+  if (const char* p = std::getenv("DICE_PYTHON"); p && *p) return p;
+  return DICE_PYTHON;
+}
+
+std::string probe_toolchain(const std::string& python, const std::string& harness_dir) {
+  proc::SpawnOptions o;
+  o.argv = {python, harness_dir + "/probe.py"};
+  o.inherit_env = true;
+  auto r = proc::run(o, 120);
+  DICE_REQUIRE(r.status.exited && r.status.code == 0, "the judge's Python (", python,
+               ") cannot import torch or run ", harness_dir, "/probe.py: ", r.err.substr(r.err.size() > 600 ? r.err.size() - 600 : 0));
+  std::string out = r.out;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  size_t nl = out.rfind('\n');
+  return nl == std::string::npos ? out : out.substr(nl + 1);
+}
+
+void make_dir(const std::string& path, mode_t mode) {
+  std::error_code ec;
+  stdfs::create_directories(path, ec);
+  DICE_REQUIRE(!ec, "cannot create directory '", path, "': ", ec.message());
+  chmod(path.c_str(), mode);
+}
+
+// Content-addressed file under dir (readable by the sandbox uids).
+std::string store_file(const std::string& dir, const std::string& content) {
+  std::string path = str(dir, "/", hash::sha256_hex(content).substr(0, 32), ".py");
+  if (!fs::exists(path)) {
+    fs::write_file_atomic(path, content);
+    chmod(path.c_str(), 0644);
+  }
+  return path;
+}
+
+}  // namespace
+
+struct Judge::Impl {
+  std::string files_dir;
+  bool cuda = false;
+  int uid_base = -1;
+  std::unique_ptr<CompilePool> pool;
+  std::vector<std::unique_ptr<Executor>> executors;
+  std::mt19937_64 rng;
+  std::string owned_scratch;  // removed on destruction when the judge made it
+};
+
+Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
+  cfg_.validate();
+  if (cfg_.python.empty()) cfg_.python = default_python();
+  if (cfg_.harness_dir.empty()) cfg_.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
+  DICE_REQUIRE(fs::exists(cfg_.harness_dir + "/executor.py"), "judge.harness_dir '", cfg_.harness_dir,
+               "' does not contain executor.py");
+  if (cfg_.scratch_root.empty()) {
+    cfg_.scratch_root = fs::make_temp_dir("dice_judge_");
+    impl_->owned_scratch = cfg_.scratch_root;
+  }
+  make_dir(cfg_.scratch_root, 0755);
+  if (cfg_.cache_root.empty()) cfg_.cache_root = cfg_.scratch_root + "/cache";
+  make_dir(cfg_.cache_root, 01777);  // sandbox uids publish builds here
+  impl_->files_dir = cfg_.scratch_root + "/files";
+  make_dir(impl_->files_dir, 0755);
+
+  toolchain_ = probe_toolchain(cfg_.python, cfg_.harness_dir);
+  auto tc = nlohmann::json::parse(toolchain_, nullptr, false);
+  bool cuda_available = !tc.is_discarded() && tc.value("cuda_available", false);
+  impl_->cuda = cfg_.device == "cuda" || (cfg_.device == "auto" && cuda_available);
+  DICE_REQUIRE(!(impl_->cuda && !cuda_available), "judge.device is cuda but torch in ", cfg_.python,
+               " sees no GPU");
+  impl_->uid_base = resolve_uid_base(cfg_.sandbox, cfg_.python);
+  impl_->rng.seed(cfg_.seed ? cfg_.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
+
+  CompileSettings cs;
+  cs.python = cfg_.python;
+  cs.harness_dir = cfg_.harness_dir;
+  cs.cache_root = cfg_.cache_root;
+  cs.scratch_root = cfg_.scratch_root;
+  cs.toolchain = toolchain_;
+  cs.workers = cfg_.compile_workers;
+  cs.timeout_s = cfg_.compile_timeout_s;
+  cs.light_headers = cfg_.light_headers;
+  cs.extra_cflags = cfg_.extra_cflags;
+  cs.extra_cuda_cflags = cfg_.extra_cuda_cflags;
+  cs.max_jobs = cfg_.max_jobs;
+  cs.cuda = impl_->cuda;
+  cs.sandbox = cfg_.sandbox;
+  cs.uid_base = impl_->uid_base;
+  cs.slot_offset = cfg_.executors;  // executors take slots 0..executors-1
+  if (impl_->cuda && !tc.is_discarded() && !tc.value("arch", "").empty())
+    cs.extra_env.push_back("TORCH_CUDA_ARCH_LIST=" + tc.value("arch", ""));  // one target arch
+  impl_->pool = std::make_unique<CompilePool>(cs);
+
+  for (int i = 0; i < cfg_.executors; ++i) {
+    ExecutorSettings es;
+    es.python = cfg_.python;
+    es.harness_dir = cfg_.harness_dir;
+    es.scratch_root = cfg_.scratch_root;
+    es.cache_root = cfg_.cache_root;
+    es.cuda = impl_->cuda;
+    es.max_tasks = cfg_.executor_max_tasks;
+    es.sandbox = cfg_.sandbox;
+    es.uid = impl_->uid_base >= 0 ? impl_->uid_base + i : -1;
+    impl_->executors.push_back(std::make_unique<Executor>(es, i));
+  }
+
+  // Which protections does this machine grant? (One cheap sandboxed probe.)
+  if (cfg_.sandbox.enabled) {
+    Scratch s(cfg_.scratch_root + "/probe", impl_->uid_base);
+    auto o = sandboxed_python(cfg_.sandbox, "/bin/sh", {"-c", "true"}, s.path(), {}, impl_->uid_base, false, {});
+    o.pipe_stdin = false;
+    auto r = proc::run(o, 30);
+    missing_ = r.protections_missing;
+    if (!missing_.empty()) {
+      std::string m;
+      for (auto& x : missing_) m += " " + x;
+      log::warn("judge: sandbox protections not available here:", m);
+    }
+  }
+}
+
+Judge::~Judge() {
+  impl_->pool.reset();
+  impl_->executors.clear();
+  if (!impl_->owned_scratch.empty()) remove_tree(impl_->owned_scratch);
+}
+
+int Judge::executor_restarts() const {
+  int n = 0;
+  for (auto& e : impl_->executors) n += e->restarts();
+  return n;
+}
+
+std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn& progress) {
+  const size_t n = jobs.size();
+  std::vector<Verdict> verdicts(n);
+  std::vector<nlohmann::json> requests(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<size_t> ready;
+  size_t done = 0, pending_compiles = 0;
+
+  auto finish = [&](size_t i) {  // caller holds mu
+    ++done;
+    if (progress) progress(done, n);
+    cv.notify_all();
+  };
+
+  // 1. extraction, static checks, request and seeds (deterministic order), compile submission
+  std::vector<std::pair<size_t, std::string>> to_compile;
+  for (size_t i = 0; i < n; ++i) {
+    const Job& job = jobs[i];
+    Verdict& v = verdicts[i];
+    DICE_REQUIRE(job.task != nullptr, "judge: job ", i, " has no task");
+    v.task_id = job.task->id;
+    std::string code = job.is_code ? job.text : extract_candidate_code(job.text);
+    v.extracted = !code.empty();
+    if (code.empty()) {
+      v.failure = Failure::kNoCode;
+      v.log_tail = "no code block with ModelNew found in the response";
+      finish(i);
+      continue;
+    }
+    if ((job.task->device == "cuda") != impl_->cuda) {
+      v.failure = Failure::kJudgeError;
+      v.log_tail = str("task ", job.task->id, " runs on ", job.task->device, " but this judge serves ",
+                       impl_->cuda ? "cuda" : "cpu");
+      finish(i);
+      continue;
+    }
+    if (static_checker_ && cfg_.static_check != "off") {
+      v.findings = static_checker_(*job.task, code);
+      bool reject = false;
+      for (auto& f : v.findings) {
+        if (cfg_.static_check == "warn") f.severity = "warn";
+        reject = reject || f.severity == "reject";
+      }
+      if (reject) {
+        v.failure = Failure::kStaticReject;
+        for (auto& f : v.findings)
+          if (f.severity == "reject") v.log_tail += f.check + ": " + f.detail + "\n";
+        finish(i);
+        continue;
+      }
+    }
+    nlohmann::json req;
+    req["task_id"] = job.task->id;
+    req["reference"] = store_file(impl_->files_dir, job.task->reference);
+    req["candidate"] = store_file(impl_->files_dir, code);
+    req["cache_root"] = cfg_.cache_root;
+    req["toolchain"] = toolchain_;
+    req["light_headers"] = cfg_.light_headers;
+    req["extra_cflags"] = cfg_.extra_cflags;
+    req["extra_cuda_cflags"] = cfg_.extra_cuda_cflags;
+    req["device"] = impl_->cuda ? "cuda" : "cpu";
+    req["init_seed"] = impl_->rng() >> 33;
+    std::vector<uint64_t> seeds, tseeds;
+    for (int t = 0; t < cfg_.trials; ++t) seeds.push_back(impl_->rng() >> 33);
+    for (int t = 0; t < cfg_.timing_input_sets; ++t) tseeds.push_back(impl_->rng() >> 33);
+    req["seeds"] = seeds;
+    req["timing_seeds"] = tseeds;
+    req["atol"] = cfg_.atol >= 0 ? nlohmann::json(cfg_.atol) : nlohmann::json(nullptr);
+    req["rtol"] = cfg_.rtol >= 0 ? nlohmann::json(cfg_.rtol) : nlohmann::json(nullptr);
+    req["timing"] = cfg_.timing;
+    req["warmup"] = cfg_.warmup;
+    req["iters"] = cfg_.iters;
+    requests[i] = std::move(req);
+    to_compile.emplace_back(i, code);
+  }
+
+  // 2. compile (pool threads) -> ready queue -> executors (one thread each)
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    pending_compiles = to_compile.size();
+  }
+  for (auto& [i, code] : to_compile) {
+    size_t idx = i;
+    impl_->pool->submit(requests[idx]["candidate"].get<std::string>(), code, [&, idx](const CompileResult& r) {
+      std::lock_guard<std::mutex> lk(mu);
+      Verdict& v = verdicts[idx];
+      v.compile_s = r.seconds;
+      v.cache_hit = r.cache_hit;
+      --pending_compiles;
+      if (r.failure != Failure::kNone) {
+        v.failure = r.failure;
+        v.log_tail = r.log_tail;
+        finish(idx);
+      } else {
+        ready.push_back(idx);
+        cv.notify_all();
+      }
+    });
+  }
+
+  std::vector<std::thread> runners;
+  for (auto& ex : impl_->executors) {
+    Executor* e = ex.get();
+    runners.emplace_back([&, e] {
+      for (;;) {
+        size_t idx;
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return !ready.empty() || pending_compiles == 0; });
+          if (ready.empty()) return;
+          idx = ready.front();
+          ready.pop_front();
+        }
+        ExecOutcome o;
+        try {
+          o = e->run(requests[idx], cfg_.exec_timeout_s);
+        } catch (const std::exception& ex) {
+          o.failure = Failure::kJudgeError;
+          o.log_tail = ex.what();
+        }
+        std::lock_guard<std::mutex> lk(mu);
+        Verdict& v = verdicts[idx];
+        v.compiled = true;
+        v.exec_s = o.seconds;
+        v.failure = o.failure;
+        v.correct = o.failure == Failure::kNone;
+        if (!v.correct) v.log_tail = o.log_tail;
+        if (o.reply.is_object()) {
+          v.max_abs_error = o.reply.value("max_abs_error", -1.0);
+          v.runtime_ms = o.reply.value("runtime_ms", -1.0);
+          v.ref_runtime_ms = o.reply.value("ref_runtime_ms", -1.0);
+          if (v.correct && v.runtime_ms > 0 && v.ref_runtime_ms > 0) v.speedup = v.ref_runtime_ms / v.runtime_ms;
+        }
+        finish(idx);
+      }
+    });
+  }
+  for (auto& t : runners) t.join();
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return done == n; });
+  }
+  return verdicts;
+}
+
+}  // namespace dice::judge

@@ -1,0 +1,207 @@
+"""Redirects torch.utils.cpp_extension.load_inline into dice's content-addressed build cache.
+
+Installed by the harness (compile.py / executor.py) before the candidate file runs, never by the
+candidate. A load_inline call is keyed by SHA-256 of everything that determines the binary: the
+sources, the function list, the flags (the candidate's and the judge's) and the toolchain identity
+(compiler, torch, CUDA arch). Its build lives in <cache_root>/<key>/ with a unique module name, so
+identical candidates build once and the executor imports the module instead of rebuilding.
+
+Modes:
+  build  -- build missing keys (one builder per key via flock), then import
+  load   -- import only; a missing key raises ExtensionNotBuilt (the compile step must run first)
+"""
+import fcntl
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+import torch.utils.cpp_extension as cppext
+
+RECIPE_VERSION = "dice-ext-1"
+LIGHT_HEADER = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>"
+FULL_HEADER = "#include <torch/extension.h>"
+
+_real_load_inline = cppext.load_inline
+failures = []       # build / lookup errors, kept even when the candidate catches the exception
+calls = []          # one record per load_inline call: key, name, so, cache_hit, seconds, header
+building = {"key": None}  # the key being built right now (so a timeout can be blamed on the build)
+
+
+class ExtensionNotBuilt(RuntimeError):
+    pass
+
+
+class BuildError(RuntimeError):
+    def __init__(self, log):
+        super().__init__("extension build failed")
+        self.log = log
+
+
+def _as_list(x):
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [x]
+    return list(x)
+
+
+def _functions(functions):
+    if functions is None:
+        return None
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, (list, tuple)):
+        return {f: f for f in functions}
+    if isinstance(functions, dict):
+        return dict(functions)
+    raise ValueError("load_inline: functions must be a list or dict, got %s" % type(functions).__name__)
+
+
+def normalize(kw):
+    return {
+        "cpp_sources": _as_list(kw.get("cpp_sources")),
+        "cuda_sources": _as_list(kw.get("cuda_sources")),
+        "functions": _functions(kw.get("functions")),
+        "extra_cflags": _as_list(kw.get("extra_cflags")),
+        "extra_cuda_cflags": _as_list(kw.get("extra_cuda_cflags")),
+        "extra_ldflags": _as_list(kw.get("extra_ldflags")),
+        "extra_include_paths": _as_list(kw.get("extra_include_paths")),
+        "with_cuda": kw.get("with_cuda"),
+        "with_pytorch_error_handling": kw.get("with_pytorch_error_handling", True),
+    }
+
+
+class Settings:
+    def __init__(self, cfg):
+        self.cache_root = cfg["cache_root"]
+        self.toolchain = cfg.get("toolchain", "")
+        self.mode = cfg.get("mode", "load")
+        self.light_headers = bool(cfg.get("light_headers", True))
+        self.judge_cflags = list(cfg.get("extra_cflags", []))
+        self.judge_cuda_cflags = list(cfg.get("extra_cuda_cflags", []))
+
+
+def key_of(norm, s):
+    blob = json.dumps({"recipe": RECIPE_VERSION, "toolchain": s.toolchain, "args": norm,
+                       "judge_cflags": s.judge_cflags, "judge_cuda_cflags": s.judge_cuda_cflags},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _write_sources(d, norm, header):
+    cpp = [header] + norm["cpp_sources"]
+    if norm["functions"] is not None:
+        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+        for f, doc in norm["functions"].items():
+            if norm["with_pytorch_error_handling"]:
+                cpp.append('m.def("%s", torch::wrap_pybind_function(%s), "%s");' % (f, f, doc))
+            else:
+                cpp.append('m.def("%s", %s, "%s");' % (f, f, doc))
+        cpp.append("}")
+    paths = [os.path.join(d, "main.cpp")]
+    with open(paths[0], "w") as fh:
+        fh.write("\n".join(cpp))
+    if norm["cuda_sources"]:
+        cu = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + norm["cuda_sources"]
+        paths.append(os.path.join(d, "cuda.cu"))
+        with open(paths[1], "w") as fh:
+            fh.write("\n".join(cu))
+    return paths
+
+
+def import_so(name, so):
+    loader = importlib.machinery.ExtensionFileLoader(name, so)
+    spec = importlib.util.spec_from_file_location(name, so, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def _meta(final):
+    with open(os.path.join(final, "meta.json")) as fh:
+        return json.load(fh)
+
+
+def _build(norm, key, s):
+    """Builds into a private temp dir and publishes <cache_root>/<key>/ with a rename."""
+    final = os.path.join(s.cache_root, key)
+    tmp = tempfile.mkdtemp(prefix=key[:16] + ".tmp.", dir=s.cache_root)
+    headers = [("light", LIGHT_HEADER), ("full", FULL_HEADER)] if s.light_headers else [("full", FULL_HEADER)]
+    logs = []
+    t0 = time.time()
+    for tag, header in headers:
+        name = "dice_%s_%s" % (key[:20], tag[0])
+        bdir = os.path.join(tmp, tag)
+        os.makedirs(bdir)
+        srcs = _write_sources(bdir, norm, header)
+        try:
+            cppext.load(name, srcs,
+                        extra_cflags=norm["extra_cflags"] + s.judge_cflags,
+                        extra_cuda_cflags=norm["extra_cuda_cflags"] + s.judge_cuda_cflags,
+                        extra_ldflags=norm["extra_ldflags"], extra_include_paths=norm["extra_include_paths"],
+                        build_directory=bdir, verbose=False, with_cuda=norm["with_cuda"],
+                        is_python_module=True)
+        except Exception as e:  # compiler errors arrive as RuntimeError with ninja's output
+            logs.append("[%s headers] %s" % (tag, e))
+            continue
+        so = os.path.join(bdir, name + ".so")
+        stage = tmp + ".pub"
+        os.makedirs(stage)
+        shutil.copy2(so, os.path.join(stage, name + ".so"))
+        meta = {"key": key, "name": name, "so": name + ".so", "header": tag, "build_s": time.time() - t0}
+        with open(os.path.join(stage, "meta.json"), "w") as fh:
+            json.dump(meta, fh)
+        try:
+            os.rename(stage, final)
+        except OSError:
+            shutil.rmtree(stage, ignore_errors=True)  # someone published first: same bytes
+        shutil.rmtree(tmp, ignore_errors=True)
+        return _meta(final), time.time() - t0
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise BuildError("\n".join(logs))
+
+
+def install(settings):
+    """Replaces cpp_extension.load_inline (and torch.utils.cpp_extension's attribute) for this process."""
+
+    def load_inline(name=None, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
+                    extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
+                    verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
+                    keep_intermediates=True, **unused):
+        norm = normalize(dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
+                              extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+                              extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
+                              with_cuda=with_cuda, with_pytorch_error_handling=with_pytorch_error_handling))
+        key = key_of(norm, settings)
+        final = os.path.join(settings.cache_root, key)
+        rec = {"key": key, "cache_hit": True, "seconds": 0.0}
+        if not os.path.exists(os.path.join(final, "meta.json")):
+            if settings.mode != "build":
+                msg = "load_inline extension %s was not built by the compile step" % key[:16]
+                failures.append(msg)
+                raise ExtensionNotBuilt(msg)
+            with open(final + ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not os.path.exists(os.path.join(final, "meta.json")):
+                    building["key"] = key
+                    try:
+                        meta, secs = _build(norm, key, settings)
+                    except BuildError as e:
+                        failures.append(e.log)
+                        raise
+                    building["key"] = None
+                    rec.update(cache_hit=False, seconds=secs)
+        meta = _meta(final)
+        rec.update(name=meta["name"], header=meta["header"], so=os.path.join(final, meta["so"]))
+        calls.append(rec)
+        return import_so(meta["name"], rec["so"])
+
+    cppext.load_inline = load_inline
+    return load_inline

@@ -1,0 +1,142 @@
+// Judge end to end on honest CPU candidates; verdict JSON; rewards; code extraction.
+#include "dice/judge/judge.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dice/judge/reward.h"
+#include "dice/util/error.h"
+#include "judge/judge_testing.h"
+
+using namespace dice::judge;
+using namespace dice::judge::testing;
+
+TEST(Judge, HonestCandidatesAreCorrectAndIdenticalOnesBuildOnce) {
+  Task relu = cpu_task("relu"), rowsum = cpu_task("rowsum");
+  JudgeConfig cfg = test_config();
+  cfg.timing = true;
+  cfg.iters = 5;
+  Judge judge(cfg);
+  std::string response = "Here is my kernel:\n```python\n" + candidate("relu_honest.py") + "```\nDone.";
+  std::vector<Job> jobs = {code_job(relu, candidate("relu_honest.py")), code_job(rowsum, candidate("rowsum_honest.py")),
+                           code_job(relu, candidate("relu_honest.py"))};
+  Job from_response;
+  from_response.task = &relu;
+  from_response.text = response;
+  jobs.push_back(from_response);
+  size_t last_done = 0;
+  auto v = judge.judge(jobs, [&](size_t done, size_t total) {
+    EXPECT_EQ(total, 4u);
+    last_done = done;
+  });
+  EXPECT_EQ(last_done, 4u);
+  ASSERT_EQ(v.size(), 4u);
+  for (const auto& x : v) {
+    EXPECT_TRUE(x.extracted);
+    EXPECT_TRUE(x.compiled) << x.log_tail;
+    EXPECT_TRUE(x.correct) << failure_name(x.failure) << ": " << x.log_tail;
+    EXPECT_EQ(x.failure, Failure::kNone);
+    EXPECT_GE(x.max_abs_error, 0);
+    EXPECT_LT(x.max_abs_error, 1e-4);
+    EXPECT_GT(x.runtime_ms, 0);
+    EXPECT_GT(x.ref_runtime_ms, 0);
+    EXPECT_GT(x.speedup, 0);
+    EXPECT_EQ(reward(x, RewardKind::kExec, 1.0), 1.0);
+  }
+  EXPECT_EQ(v[0].task_id, "test_relu");
+  EXPECT_EQ(v[1].task_id, "test_rowsum");
+  // the second and third relu candidates shared the first one's build
+  EXPECT_TRUE(v[2].cache_hit);
+  EXPECT_TRUE(v[3].cache_hit);
+}
+
+TEST(Judge, NoCodeAndCompileError) {
+  Task relu = cpu_task("relu");
+  Judge judge(test_config());
+  Job prose;
+  prose.task = &relu;
+  prose.text = "I could not write a kernel for this.";
+  auto v = judge.judge({prose, code_job(relu, candidate("compile_error.py"))});
+  EXPECT_EQ(v[0].failure, Failure::kNoCode);
+  EXPECT_FALSE(v[0].extracted);
+  EXPECT_EQ(v[1].failure, Failure::kCompileError);
+  EXPECT_FALSE(v[1].compiled);
+  EXPECT_NE(v[1].log_tail.find("this_method_does_not_exist"), std::string::npos) << v[1].log_tail;
+  EXPECT_EQ(reward(v[1], RewardKind::kExec, 1.0), 0.0);
+}
+
+TEST(Judge, CompileTimeoutIsItsOwnClass) {
+  Task relu = cpu_task("relu");
+  JudgeConfig cfg = test_config();
+  cfg.compile_timeout_s = 8;
+  cfg.cache_root = "";  // private cache: this build must really start
+  Judge judge(cfg);
+  std::string code = candidate("relu_honest.py");
+  code.replace(code.find("relu_forward(torch::Tensor x) {"), 31, "relu_forward(torch::Tensor x) { /* timeout */");
+  auto v = judge.judge({code_job(relu, code)});
+  EXPECT_EQ(v[0].failure, Failure::kCompileTimeout) << failure_name(v[0].failure) << v[0].log_tail;
+}
+
+TEST(Verdict, JsonRoundTrip) {
+  Verdict v;
+  v.task_id = "t1";
+  v.extracted = true;
+  v.findings = {{"try_except", "reject", "line 3: try:"}};
+  v.compiled = true;
+  v.correct = false;
+  v.max_abs_error = 0.5;
+  v.failure = Failure::kWrongValue;
+  v.log_tail = "max abs error";
+  v.compile_s = 1.5;
+  v.cache_hit = true;
+  nlohmann::json j = v;
+  EXPECT_EQ(j["failure"], "wrong_value");
+  Verdict back = j.get<Verdict>();
+  EXPECT_EQ(back.task_id, "t1");
+  EXPECT_EQ(back.failure, Failure::kWrongValue);
+  ASSERT_EQ(back.findings.size(), 1u);
+  EXPECT_EQ(back.findings[0].check, "try_except");
+  EXPECT_DOUBLE_EQ(back.max_abs_error, 0.5);
+  EXPECT_TRUE(back.cache_hit);
+  EXPECT_THROW(failure_from_name("bogus"), dice::Error);
+  nlohmann::json bad = {{"task_id", "x"}, {"failure", "bogus"}};
+  EXPECT_THROW(bad.get<Verdict>(), dice::Error);
+  for (int f = 0; f <= static_cast<int>(Failure::kJudgeError); ++f)
+    EXPECT_EQ(static_cast<int>(failure_from_name(failure_name(static_cast<Failure>(f)))), f);
+}
+
+TEST(Reward, Definitions) {
+  Verdict ok;
+  ok.compiled = ok.correct = true;
+  ok.speedup = 2.0;
+  Verdict wrong = ok;
+  wrong.correct = false;
+  wrong.failure = Failure::kWrongValue;
+  EXPECT_EQ(reward(ok, RewardKind::kExec, 1.5), 1.0);
+  EXPECT_EQ(reward(wrong, RewardKind::kExec, 1.5), 0.0);
+  EXPECT_EQ(reward(ok, RewardKind::kSpeedup, 1.5), 1.0);
+  EXPECT_EQ(reward(ok, RewardKind::kSpeedup, 2.5), 0.0);
+  EXPECT_EQ(reward(wrong, RewardKind::kSpeedup, 0.5), 0.0);
+  Verdict slow = ok;
+  slow.speedup = 0.5;
+  EXPECT_DOUBLE_EQ(reward(slow, RewardKind::kGraded, 2.0), 0.5);
+  EXPECT_DOUBLE_EQ(reward(ok, RewardKind::kGraded, 2.0), 1.0);
+  Verdict fast = ok;
+  fast.speedup = 100;
+  EXPECT_DOUBLE_EQ(reward(fast, RewardKind::kGraded, 4.0), 1.0);  // clipped
+  Verdict mid = ok;
+  mid.speedup = 2.0;
+  EXPECT_DOUBLE_EQ(reward(mid, RewardKind::kGraded, 4.0), 0.75);
+  EXPECT_EQ(reward(wrong, RewardKind::kGraded, 2.0), 0.0);
+  EXPECT_EQ(reward_kind_from_name("graded"), RewardKind::kGraded);
+  EXPECT_THROW(reward_kind_from_name("fast"), dice::Error);
+}
+
+TEST(Extract, FindsTheModelNewBlock) {
+  std::string r = "text\n```python\nprint(1)\n```\nmore\n```python\nclass ModelNew:\n  pass\n```\n```bash\nls\n```\n";
+  EXPECT_EQ(extract_candidate_code(r), "class ModelNew:\n  pass\n");
+  EXPECT_EQ(extract_candidate_code("```py\nx = 1\n```"), "x = 1\n");
+  EXPECT_EQ(extract_candidate_code("no code here"), "");
+  EXPECT_EQ(extract_candidate_code("```python\nclass ModelNew: pass"), "class ModelNew: pass");
+}
