@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <queue>
-#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -126,10 +124,43 @@ class MergeTable {
   int shift_ = 64;
 };
 
+// Open-addressing index bytes -> vocab id over the tokenizer's own id -> bytes table.
+class BytesIndex {
+ public:
+  void build(const std::vector<std::string>& id_bytes, const std::vector<uint8_t>& id_kind) {
+    size_t n = 0;
+    for (uint8_t k : id_kind) n += k == 1;
+    size_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    slots_.assign(cap, -1);
+    mask_ = cap - 1;
+    for (size_t id = 0; id < id_kind.size(); ++id) {
+      if (id_kind[id] != 1) continue;
+      const std::string& b = id_bytes[id];
+      size_t i = hash_bytes(b.data(), b.size()) & mask_;
+      while (slots_[i] >= 0) i = (i + 1) & mask_;
+      slots_[i] = static_cast<int32_t>(id);
+    }
+  }
+  int32_t find(std::string_view b, const std::vector<std::string>& id_bytes) const {
+    if (slots_.empty()) return -1;
+    for (size_t i = hash_bytes(b.data(), b.size()) & mask_;; i = (i + 1) & mask_) {
+      int32_t id = slots_[i];
+      if (id < 0) return -1;
+      if (id_bytes[static_cast<size_t>(id)] == b) return id;
+    }
+  }
+
+ private:
+  std::vector<int32_t> slots_;
+  size_t mask_ = 0;
+};
+
 // Per-thread cache of BPE results for short pieces (code and prose repeat words a lot).
 struct WordCache {
   static constexpr size_t kSlots = size_t{1} << 16;
-  static constexpr size_t kMaxKeyBytes = 64;
+  static constexpr size_t kMaxKeyBytes = 4096;
+  static constexpr size_t kMaxArenaBytes = size_t{16} << 20;
   struct Slot {
     uint64_t hash = 0;
     uint32_t key_off = 0, ids_off = 0;
@@ -160,7 +191,7 @@ struct WordCache {
     }
   }
   void store(const char* s, size_t n, uint64_t h, const int32_t* v, size_t m) {
-    if (used >= kSlots / 2) reset(owner);
+    if (used >= kSlots / 2 || keys.size() > kMaxArenaBytes) reset(owner);
     size_t i = h & (kSlots - 1);
     while (slots[i].key_len != 0) i = (i + 1) & (kSlots - 1);
     slots[i] = {h, static_cast<uint32_t>(keys.size()), static_cast<uint32_t>(ids.size()),
@@ -190,7 +221,7 @@ struct Tokenizer::Impl {
 
   std::vector<std::string> id_bytes;  // raw bytes of every id (vocab or added)
   std::vector<uint8_t> id_kind;       // 0 unused, 1 vocab, 2 added
-  std::unordered_map<std::string, int32_t> bytes_to_id;  // vocab only
+  BytesIndex vocab_index;              // bytes -> vocab id
   int32_t byte_id[256];
   MergeTable merges;
 
@@ -200,11 +231,14 @@ struct Tokenizer::Impl {
 
   // ---- encoding ----
 
+  // Pieces longer than this use the heap-based merge loop (the simple loop is quadratic).
+  static constexpr size_t kHeapMinBytes = 192;
+
   void bpe(const char* s, size_t n, std::vector<int32_t>& out) const {
     if (ignore_merges) {
-      auto it = bytes_to_id.find(std::string(s, n));
-      if (it != bytes_to_id.end()) {
-        out.push_back(it->second);
+      int32_t id = vocab_index.find(std::string_view(s, n), id_bytes);
+      if (id >= 0) {
+        out.push_back(id);
         return;
       }
     }
@@ -212,7 +246,7 @@ struct Tokenizer::Impl {
     thread_local std::vector<uint32_t> rank;
     sym.resize(n);
     for (size_t i = 0; i < n; ++i) sym[i] = byte_id[static_cast<unsigned char>(s[i])];
-    if (n > 48) return bpe_heap(sym, out);
+    if (n > kHeapMinBytes) return bpe_heap(sym, out);
     constexpr uint32_t kNone = ~0u;
     auto pair_rank = [&](size_t i, int32_t* merged) {
       const MergeTable::Entry* e = merges.find(sym[i], sym[i + 1]);
@@ -246,7 +280,9 @@ struct Tokenizer::Impl {
   // Long pieces (e.g. runs of spaces): a heap of candidate merges ordered by (rank, position).
   void bpe_heap(std::vector<int32_t>& sym, std::vector<int32_t>& out) const {
     const size_t n = sym.size();
-    std::vector<int32_t> prev(n), next(n);
+    thread_local std::vector<int32_t> prev, next;
+    prev.resize(n);
+    next.resize(n);
     for (size_t i = 0; i < n; ++i) {
       prev[i] = static_cast<int32_t>(i) - 1;
       next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
@@ -257,20 +293,26 @@ struct Tokenizer::Impl {
       int32_t left, right;  // ids when pushed: stale candidates no longer match
       bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
     };
-    std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+    thread_local std::vector<Cand> heap;  // min-heap on (rank, position)
+    heap.clear();
     auto push = [&](int32_t i) {
       if (i < 0 || next[i] < 0) return;
-      if (auto* e = merges.find(sym[i], sym[next[i]])) heap.push({e->rank, i, sym[i], sym[next[i]]});
+      if (auto* e = merges.find(sym[i], sym[next[i]])) {
+        heap.push_back({e->rank, i, sym[i], sym[next[i]]});
+        std::push_heap(heap.begin(), heap.end(), std::greater<Cand>());
+      }
     };
     for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
-    std::vector<bool> dead(n, false);
+    thread_local std::vector<uint8_t> dead;
+    dead.assign(n, 0);
     while (!heap.empty()) {
-      Cand c = heap.top();
-      heap.pop();
+      std::pop_heap(heap.begin(), heap.end(), std::greater<Cand>());
+      Cand c = heap.back();
+      heap.pop_back();
       int32_t r = next[c.pos];
       if (dead[c.pos] || r < 0 || sym[c.pos] != c.left || sym[r] != c.right) continue;
       sym[c.pos] = merges.find(c.left, c.right)->merged;
-      dead[r] = true;
+      dead[r] = 1;
       next[c.pos] = next[r];
       if (next[r] >= 0) prev[next[r]] = c.pos;
       push(prev[c.pos]);
@@ -479,9 +521,6 @@ std::unique_ptr<Tokenizer::Impl> load(const json& j, const std::string& origin) 
   // Vocabulary.
   const json& vocab = model.value("vocab", json());
   DICE_REQUIRE(vocab.is_object() && !vocab.empty(), origin, " has no model.vocab object.");
-  std::unordered_map<std::string, int32_t> by_token;
-  by_token.reserve(vocab.size() * 2);
-  impl->bytes_to_id.reserve(vocab.size() * 2);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     DICE_REQUIRE(it.value().is_number_integer() && it.value().get<int64_t>() >= 0 &&
                      it.value().get<int64_t>() < (int64_t{1} << 30),
@@ -497,15 +536,15 @@ std::unique_ptr<Tokenizer::Impl> load(const json& j, const std::string& origin) 
     }
     DICE_REQUIRE(impl->id_kind[uid] == 0, "Id ", id, " appears twice in the vocabulary of ", origin, ".");
     impl->id_kind[uid] = 1;
-    impl->id_bytes[uid] = *bytes;
-    impl->bytes_to_id.emplace(*bytes, id);
-    by_token.emplace(it.key(), id);
+    impl->id_bytes[uid] = std::move(*bytes);
   }
+  impl->vocab_index.build(impl->id_bytes, impl->id_kind);
+  auto vocab_id = [&](std::string_view bytes) { return impl->vocab_index.find(bytes, impl->id_bytes); };
   for (int b = 0; b < 256; ++b) {
-    auto it = impl->bytes_to_id.find(std::string(1, static_cast<char>(b)));
-    DICE_REQUIRE(it != impl->bytes_to_id.end(), "The vocabulary of ", origin, " lacks the token for byte ", b,
+    char c = static_cast<char>(b);
+    impl->byte_id[b] = vocab_id(std::string_view(&c, 1));
+    DICE_REQUIRE(impl->byte_id[b] >= 0, "The vocabulary of ", origin, " lacks the token for byte ", b,
                  "; it is not a byte-level BPE vocabulary.");
-    impl->byte_id[b] = it->second;
   }
 
   // Merges, in rank order: "a b" strings or ["a", "b"] pairs.
@@ -528,10 +567,12 @@ std::unique_ptr<Tokenizer::Impl> load(const json& j, const std::string& origin) 
       a = m[0].get<std::string>();
       b = m[1].get<std::string>();
     }
-    auto ia = by_token.find(a), ib = by_token.find(b), im = by_token.find(a + b);
-    DICE_REQUIRE(ia != by_token.end() && ib != by_token.end() && im != by_token.end(), "Merge #", rank, " of ",
-                 origin, " ('", a, "' + '", b, "') uses a token missing from the vocabulary.");
-    impl->merges.insert(ia->second, ib->second, rank, im->second);
+    auto ba = token_to_bytes(a), bb = token_to_bytes(b);
+    int32_t ia = ba ? vocab_id(*ba) : -1, ib = bb ? vocab_id(*bb) : -1;
+    int32_t im = (ia >= 0 && ib >= 0) ? vocab_id(*ba + *bb) : -1;
+    DICE_REQUIRE(ia >= 0 && ib >= 0 && im >= 0, "Merge #", rank, " of ", origin, " ('", a, "' + '", b,
+                 "') uses a token missing from the vocabulary.");
+    impl->merges.insert(ia, ib, rank, im);
     ++rank;
   }
 
@@ -632,9 +673,9 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
   if (a >= 0) return a;
   auto bytes = token_to_bytes(token);
   if (!bytes) return std::nullopt;
-  auto it = impl_->bytes_to_id.find(*bytes);
-  if (it == impl_->bytes_to_id.end()) return std::nullopt;
-  return it->second;
+  int32_t id = impl_->vocab_index.find(*bytes, impl_->id_bytes);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {

@@ -2,6 +2,7 @@
 #include "dice/text/unicode.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace dice::text::unicode {
@@ -134,6 +135,13 @@ std::string nfc(std::string_view s) {
   size_t safe_start = 0;  // byte offset of the last safe code point seen
   size_t i = 0;
   for (; i < s.size();) {
+    // Skip ASCII (always safe) eight bytes at a time.
+    uint64_t w;
+    if (i + 8 <= s.size() && (std::memcpy(&w, s.data() + i, 8), (w & 0x8080808080808080ull) == 0)) {
+      i += 8;
+      safe_start = i - 1;
+      continue;
+    }
     auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       safe_start = i++;
