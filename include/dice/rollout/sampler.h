@@ -1,0 +1,131 @@
+#pragma once
+// The batched block-diffusion sampler (SDAR decoding, recipe §2.4) with the step maps TraceRL
+// needs (recipe §4.6).
+//
+// Contract:
+//  - Block grid aligned to absolute position 0. Full prompt blocks are prefilled (block-causal)
+//    into a KV cache; the prompt's last len % block_size tokens share the first decode block with
+//    mask tokens (those positions are fixed, never generated).
+//  - Each block is denoised by forwards of the block attending to the cache plus itself
+//    (bidirectionally); each step draws a token at every masked position and unmasks some of them
+//    (static / dynamic / sequential, see unmask.h). Unmasked tokens never change. When a block
+//    has no masks left, the next forward of that row writes the final block's K/V ("commit") and
+//    the row moves to the next block. Rows at different phases share every forward.
+//  - A sequence stops after the block holding its first stop token (the response keeps that
+//    token and drops the rest of the block) or once max_new_tokens are generated (the response is
+//    cut to max_new_tokens).
+//  - Randomness is counter-based: the noise of a draw depends only on (seed, sequence id, the
+//    sequence's denoising step, position in block), so a sequence gets the same tokens whatever
+//    else is in the batch (up to floating-point differences of the model in other batch shapes).
+//  - Step map: for every response token, the sequence's global denoising-step index (0-based,
+//    counting only denoising forwards, not commits) at which it was unmasked; non-decreasing from
+//    block to block.
+//  - Memory: one KV cache of max_batch x max_len, allocated on first use and reused by later
+//    calls; release() frees it. A request that cannot fit is a dice::Error, not an OOM.
+//  - Prompts beyond max_batch wait and join the batch as others finish (continuous batching);
+//    finished rows leave the batch at the next check (every `check_every` forwards).
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dice/model/kv_cache.h"
+#include "dice/model/transformer.h"
+#include "dice/rollout/unmask.h"
+#include "dice/util/error.h"
+
+namespace dice::rollout {
+
+struct SamplerConfig {
+  int64_t block_size = 0;  // 0 = the model's block_size
+  int64_t steps = 4;       // denoising steps per block
+  std::string strategy = "dynamic";
+  double threshold = 0.9;  // dynamic: confidence above which a token is unmasked
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  int64_t max_new_tokens = 4096;
+  std::vector<int64_t> stop_ids = {151645, 151643};  // <|im_end|>, <|endoftext|>
+  uint64_t seed = 10086;
+  bool record_logprobs = false;
+  int64_t max_batch = 32;   // rows decoded together (KV cache rows)
+  int64_t max_len = 6144;   // prompt + response tokens per row (KV cache length)
+  int64_t check_every = 8;  // forwards between host checks for finished rows
+  int64_t prefill_tokens = 32768;  // prompt tokens per prefill forward (bounds activation memory)
+
+  template <class V> void visit(V& v) {
+    v("block_size", block_size, "tokens per diffusion block (0 = the model's)");
+    v("steps", steps, "denoising steps per block");
+    v.choice("strategy", strategy, {"static", "dynamic", "sequential", "low_confidence_static", "low_confidence_dynamic"},
+             "unmasking rule");
+    v("threshold", threshold, "dynamic: unmask every masked token with confidence above this");
+    v("temperature", temperature, "sampling temperature (0 = greedy)");
+    v("top_k", top_k, "keep the k most likely tokens (0 = off, 1 = greedy)");
+    v("top_p", top_p, "nucleus sampling mass (1 = off)");
+    v("max_new_tokens", max_new_tokens, "response length limit");
+    v("stop_ids", stop_ids, "token ids that end a sequence");
+    v("seed", seed, "base seed; sequence i uses (seed, i)");
+    v("record_logprobs", record_logprobs, "record log p of each token when it was unmasked");
+    v("max_batch", max_batch, "sequences decoded at once (KV cache rows)");
+    v("max_len", max_len, "prompt + response tokens per sequence (KV cache length)");
+    v("check_every", check_every, "forwards between checks for finished sequences");
+    v("prefill_tokens", prefill_tokens, "prompt tokens per prefill forward");
+  }
+  void validate() const;
+};
+
+struct SampleRecord {
+  int64_t seq_id = 0;
+  std::vector<int64_t> prompt_ids;
+  std::vector<int64_t> response_ids;
+  std::vector<int64_t> step_map;  // one per response token
+  std::vector<float> logprobs;    // one per response token when record_logprobs
+  std::string stop_reason;        // "stop_token" | "max_tokens"
+  int64_t steps = 0;              // denoising steps the sequence took
+  double queued_s = 0;            // from the call's start to joining the batch
+  double decode_s = 0;            // from joining the batch (prefill included) to leaving it
+};
+
+struct SampleStats {
+  int64_t sequences = 0;
+  int64_t prompt_tokens = 0;
+  int64_t response_tokens = 0;
+  int64_t forwards = 0;      // decode forwards (denoise + commit share them)
+  int64_t prefills = 0;
+  double prefill_s = 0;
+  double wall_s = 0;
+  double tokens_per_s() const { return wall_s > 0 ? response_tokens / wall_s : 0; }
+};
+
+class Sampler {
+ public:
+  Sampler(model::Transformer model, SamplerConfig cfg);
+  ~Sampler();
+
+  const SamplerConfig& config() const { return cfg_; }
+  int64_t block_size() const { return block_; }
+
+  // Generates one response per prompt; sequence i gets id first_seq_id + i (its noise stream).
+  // `progress(done, total)` is called from this thread as sequences finish.
+  std::vector<SampleRecord> generate(const std::vector<std::vector<int64_t>>& prompts, uint64_t first_seq_id = 0,
+                                     const std::function<void(int64_t, int64_t)>& progress = nullptr);
+  const SampleStats& last_stats() const { return stats_; }
+
+  // Bytes the KV cache takes (allocated or not).
+  int64_t cache_bytes() const;
+  // Frees the KV cache and decode buffers (e.g. between rollout and training phases).
+  void release();
+
+ private:
+  struct Impl;
+  model::Transformer model_;
+  SamplerConfig cfg_;
+  int64_t block_ = 4;
+  std::unique_ptr<Impl> impl_;
+  SampleStats stats_;
+};
+
+}  // namespace dice::rollout
