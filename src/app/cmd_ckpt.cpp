@@ -1,0 +1,133 @@
+// `dice ckpt`: inspect checkpoints, convert HF folders <-> checkpoints, create random model folders.
+//   dice ckpt info PATH                     (a checkpoint, or a run dir: its latest complete one)
+//   dice ckpt import-hf --hf DIR --out RUN_DIR [--step N]
+//   dice ckpt export-hf --checkpoint PATH --out DIR [--max-shard-bytes N]
+//   dice ckpt init --config configs/models/tiny.yaml [--set model.num_hidden_layers=4] --out DIR
+#include <cstdio>
+#include <filesystem>
+
+#include "dice/ckpt/checkpoint.h"
+#include "dice/ckpt/hf.h"
+#include "dice/util/error.h"
+#include "subcommand.h"
+
+namespace dice::app {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+// A checkpoint directory itself, or the newest complete checkpoint of a run directory.
+std::string resolve_checkpoint(const std::string& path, bool verify) {
+  DICE_REQUIRE(stdfs::is_directory(path), "checkpoint ", path, " does not exist");
+  if (stdfs::exists(stdfs::path(path) / "state.h5") || stdfs::exists(stdfs::path(path) / "model.h5")) return path;
+  auto latest = ckpt::find_latest_complete(path, verify);
+  DICE_REQUIRE(latest.has_value(), path, " is neither a checkpoint nor a run directory with a complete checkpoint");
+  return *latest;
+}
+
+// Relative paths that do not exist here are tried against the source tree (data/qwen3 by default).
+std::string resolve_data_path(const std::string& p) {
+  if (p.empty() || stdfs::path(p).is_absolute() || stdfs::exists(p)) return p;
+  stdfs::path in_tree = stdfs::path(DICE_SOURCE_DIR) / p;
+  return stdfs::exists(in_tree) ? in_tree.string() : p;
+}
+
+void setup_info(CLI::App& cmd) {
+  struct Args {
+    std::string path;
+    bool no_verify = false;
+    bool show_config = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd.add_option("path", a->path, "checkpoint directory, or a run directory (its latest complete checkpoint)")
+      ->required();
+  cmd.add_flag("--no-verify", a->no_verify, "skip the SHA-256 verification of every dataset");
+  cmd.add_flag("--show-config", a->show_config, "also print the resolved run config stored in the checkpoint");
+  cmd.callback([a] {
+    std::string dir = resolve_checkpoint(a->path, !a->no_verify);
+    std::fputs(ckpt::describe(dir, !a->no_verify).c_str(), stdout);
+    if (a->show_config) {
+      std::string yaml = ckpt::load_state(dir, !a->no_verify).config_yaml;
+      std::printf("--- run config ---\n%s\n", yaml.c_str());
+    }
+  });
+}
+
+void setup_import(CLI::App& cmd) {
+  struct Args {
+    std::string hf, out;
+    int64_t step = 0;
+  };
+  auto a = std::make_shared<Args>();
+  cmd.add_option("--hf", a->hf, "Hugging Face model folder (config.json, safetensors, tokenizer)")->required();
+  cmd.add_option("--out", a->out, "run directory; the checkpoint goes to <out>/step_<N>")->required();
+  cmd.add_option("--step", a->step, "step number of the checkpoint")->capture_default_str();
+  cmd.callback([a] {
+    std::string dir = ckpt::import_hf(a->hf, a->out, a->step);
+    std::printf("%s\n", dir.c_str());
+  });
+}
+
+void setup_export(CLI::App& cmd) {
+  struct Args {
+    std::string checkpoint, out;
+    int64_t max_shard_bytes = 0;
+    bool no_verify = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd.add_option("--checkpoint", a->checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
+  cmd.add_option("--out", a->out, "output HF folder")->required();
+  cmd.add_option("--max-shard-bytes", a->max_shard_bytes, "shard the safetensors (0: one model.safetensors)")
+      ->capture_default_str();
+  cmd.add_flag("--no-verify", a->no_verify, "skip checksum verification while loading");
+  cmd.callback([a] {
+    std::string dir = resolve_checkpoint(a->checkpoint, !a->no_verify);
+    ckpt::export_hf(dir, a->out, a->max_shard_bytes, !a->no_verify);
+    std::printf("%s\n", a->out.c_str());
+  });
+}
+
+void setup_init(CLI::App& cmd) {
+  struct Args {
+    ConfigArgs config;
+    std::string preset, out, dtype, tokenizer;
+    int64_t seed = -1;
+    int64_t max_shard_bytes = -1;
+  };
+  auto a = std::make_shared<Args>();
+  a->config.add_to(cmd);
+  cmd.add_option("--preset", a->preset, "start from a preset (tiny, sdar-1.7b, sdar-4b, sdar-8b) instead of a file");
+  cmd.add_option("--out", a->out, "output HF folder")->required();
+  cmd.add_option("--seed", a->seed, "random seed (default: the config's)");
+  cmd.add_option("--dtype", a->dtype, "weight dtype (default: the config's)")->check(CLI::IsMember({"bf16", "fp32"}));
+  cmd.add_option("--tokenizer", a->tokenizer, "folder with tokenizer.json (default: the config's, data/qwen3)");
+  cmd.add_option("--max-shard-bytes", a->max_shard_bytes, "safetensors shard size (0: automatic)");
+  cmd.callback([a] {
+    DICE_REQUIRE(!a->config.config_path.empty() || !a->preset.empty(),
+                 "dice ckpt init needs --config configs/models/<preset>.yaml or --preset NAME");
+    std::vector<std::string> sets = a->config.sets;
+    if (!a->preset.empty()) sets.insert(sets.begin(), "preset=" + a->preset);
+    ckpt::ModelInitConfig c = ckpt::load_model_init_config(a->config.config_path, sets);
+    if (a->seed >= 0) c.seed = a->seed;
+    if (!a->dtype.empty()) c.dtype = a->dtype;
+    if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;
+    if (a->max_shard_bytes >= 0) c.max_shard_bytes = a->max_shard_bytes;
+    ckpt::init_hf_model(c.model.cfg, a->out, static_cast<uint64_t>(c.seed), c.dtype == "bf16",
+                        resolve_data_path(c.tokenizer), c.max_shard_bytes);
+    std::printf("%s\n", a->out.c_str());
+  });
+}
+
+void setup_ckpt(CLI::App& cmd) {
+  cmd.require_subcommand(1);
+  setup_info(*cmd.add_subcommand("info", "summarize a checkpoint and verify its checksums"));
+  setup_import(*cmd.add_subcommand("import-hf", "Hugging Face folder -> checkpoint"));
+  setup_export(*cmd.add_subcommand("export-hf", "checkpoint -> Hugging Face folder (safetensors)"));
+  setup_init(*cmd.add_subcommand("init", "random model folder in HF format from a model config"));
+}
+
+}  // namespace
+
+DICE_SUBCOMMAND("ckpt", "inspect checkpoints; import from / export to HF safetensors; init random models", setup_ckpt);
+
+}  // namespace dice::app

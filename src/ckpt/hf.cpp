@@ -1,0 +1,220 @@
+// HF folder <-> checkpoint conversion and random model folders (see dice/ckpt/hf.h).
+#include "dice/ckpt/hf.h"
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "dice/ckpt/checkpoint.h"
+#include "dice/config/config.h"
+#include "dice/model/safetensors.h"
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+#include "dice/util/log.h"
+#include "dice/util/timer.h"
+
+namespace dice::ckpt {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kAutoShardBytes = 5'000'000'000;  // HF's customary 5 GB shards
+
+const std::vector<std::string>& tokenizer_files() {
+  static const std::vector<std::string> files = {
+      "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+      "vocab.json",     "merges.txt",            "chat_template.jinja",
+  };
+  return files;
+}
+
+// Copies the side files present in `from` into `to`; returns their names.
+std::vector<std::string> copy_present(const std::string& from, const std::string& to,
+                                      const std::vector<std::string>& names) {
+  std::vector<std::string> copied;
+  for (const auto& name : names) {
+    stdfs::path src = stdfs::path(from) / name;
+    if (!stdfs::is_regular_file(src)) continue;
+    std::error_code ec;
+    stdfs::copy_file(src, stdfs::path(to) / name, stdfs::copy_options::overwrite_existing, ec);
+    DICE_REQUIRE(!ec, "cannot copy ", src.string(), " to ", to, ": ", ec.message());
+    copied.push_back(name);
+  }
+  return copied;
+}
+
+// Removes weight files a previous export left in out_dir (they would shadow the new ones).
+void remove_old_weights(const std::string& out_dir) {
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(out_dir, ec)) {
+    std::string n = e.path().filename().string();
+    bool shard = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
+                 n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
+    if (shard || n == "model.safetensors" || n == "model.safetensors.index.json") stdfs::remove(e.path(), ec);
+  }
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Every parameter the config implies must be present with its shape; extras are only warned about.
+void check_against_config(const NamedTensors& tensors, const model::ModelConfig& cfg, const std::string& hf_dir) {
+  auto shapes = model::parameter_shapes(cfg);
+  for (const auto& [name, shape] : shapes) {
+    auto it = tensors.find(name);
+    DICE_REQUIRE(it != tensors.end(), "HF folder ", hf_dir, " has no tensor '", name,
+                 "', which its config.json implies; the weights do not match the config");
+    std::vector<int64_t> got(it->second.sizes().begin(), it->second.sizes().end());
+    DICE_REQUIRE(got == shape, "HF folder ", hf_dir, ": tensor '", name, "' has shape ", shape_text(got),
+                 ", but config.json implies ", shape_text(shape));
+  }
+  int extra = 0;
+  for (const auto& [name, t] : tensors) extra += shapes.count(name) ? 0 : 1;
+  if (extra > 0) log::warn("HF folder ", hf_dir, " has ", extra, " tensors its config.json does not describe; kept as is");
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_side_files() {
+  static const std::vector<std::string> files = [] {
+    std::vector<std::string> f = {"config.json", "generation_config.json"};
+    for (const auto& t : tokenizer_files()) f.push_back(t);
+    return f;
+  }();
+  return files;
+}
+
+std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int64_t step) {
+  DICE_REQUIRE(stdfs::is_directory(hf_dir), "HF folder ", hf_dir, " does not exist");
+  model::ModelConfig cfg = model::ModelConfig::from_hf_dir(hf_dir);
+  Timer timer;
+  NamedTensors tensors = model::load_safetensors(hf_dir);
+  check_against_config(tensors, cfg, hf_dir);
+  TrainState state;
+  state.step = step;
+  state.stage = "import";
+  state.metrics_json = json{{"imported_from", hf_dir}}.dump();
+  SaveOptions opts;
+  for (const auto& name : hf_side_files()) opts.copy_files.push_back((stdfs::path(hf_dir) / name).string());
+  std::string dir = save_checkpoint(run_dir, step, tensors, nullptr, state, opts);
+  log::info("imported ", tensors.size(), " tensors from ", hf_dir, " into ", dir, " in ", timer.elapsed_s(), " s");
+  return dir;
+}
+
+void export_hf(const std::string& ckpt_dir, const std::string& out_dir, int64_t max_shard_bytes, bool verify) {
+  DICE_REQUIRE(max_shard_bytes >= 0, "--max-shard-bytes must be >= 0, got ", max_shard_bytes);
+  Timer timer;
+  NamedTensors tensors = load_model(ckpt_dir, verify);
+  std::error_code ec;
+  stdfs::create_directories(out_dir, ec);
+  DICE_REQUIRE(stdfs::is_directory(out_dir), "cannot create ", out_dir, ": ", ec.message());
+  remove_old_weights(out_dir);
+  model::save_hf_weights(out_dir, tensors, max_shard_bytes);
+  auto copied = copy_present(ckpt_dir, out_dir, hf_side_files());
+  if (std::find(copied.begin(), copied.end(), "config.json") == copied.end())
+    log::warn("checkpoint ", ckpt_dir, " has no config.json; ", out_dir, " holds the weights only");
+  log::info("exported ", tensors.size(), " tensors from ", ckpt_dir, " to ", out_dir, " in ", timer.elapsed_s(), " s");
+}
+
+ModelInitConfig load_model_init_config(const std::string& yaml_path, const std::vector<std::string>& sets) {
+  YAML::Node root = config::load_tree(yaml_path, sets);
+  ModelInitConfig c;
+  if (root.IsMap() && root["preset"] && root["preset"].IsScalar() && !root["preset"].Scalar().empty())
+    c.model.cfg = model::ModelConfig::preset(root["preset"].Scalar());
+  config::read_value(root, "", c);
+  return c;
+}
+
+void init_hf_model(const model::ModelConfig& cfg, const std::string& out_dir, uint64_t seed, bool bf16,
+                   const std::string& tokenizer_dir, int64_t max_shard_bytes) {
+  cfg.validate();
+  for (auto [name, id] : {std::pair<const char*, int64_t>{"mask_token_id", cfg.mask_token_id},
+                          {"bos_token_id", cfg.bos_token_id}, {"eos_token_id", cfg.eos_token_id}})
+    DICE_REQUIRE(id >= 0 && id < cfg.vocab_size, "model config: ", name, " ", id, " is outside the vocabulary (",
+                 cfg.vocab_size, " tokens)");
+  DICE_REQUIRE(max_shard_bytes >= 0, "max_shard_bytes must be >= 0, got ", max_shard_bytes);
+  if (!tokenizer_dir.empty()) {
+    DICE_REQUIRE(stdfs::is_regular_file(stdfs::path(tokenizer_dir) / "tokenizer.json"), "tokenizer folder ",
+                 tokenizer_dir, " has no tokenizer.json (set `tokenizer:` in the model config or pass --tokenizer)");
+  }
+  std::error_code ec;
+  stdfs::create_directories(out_dir, ec);
+  DICE_REQUIRE(stdfs::is_directory(out_dir), "cannot create ", out_dir, ": ", ec.message());
+  remove_old_weights(out_dir);
+
+  const torch::Dtype dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
+  model::ModelConfig written = cfg;
+  written.torch_dtype = bf16 ? "bfloat16" : "float32";
+  const auto shapes = model::parameter_shapes(cfg);
+  const int64_t elem = bf16 ? 2 : 4;
+  int64_t total_bytes = 0;
+  for (const auto& [name, shape] : shapes) {
+    int64_t n = elem;
+    for (int64_t d : shape) n *= d;
+    total_bytes += n;
+  }
+  if (max_shard_bytes == 0 && total_bytes > kAutoShardBytes) max_shard_bytes = kAutoShardBytes;
+
+  // Shards: greedy in name order, as model::save_hf_weights does.
+  std::vector<std::vector<std::string>> shards(1);
+  int64_t used = 0;
+  for (const auto& [name, shape] : shapes) {
+    int64_t n = elem;
+    for (int64_t d : shape) n *= d;
+    if (max_shard_bytes > 0 && used > 0 && used + n > max_shard_bytes) {
+      shards.emplace_back();
+      used = 0;
+    }
+    shards.back().push_back(name);
+    used += n;
+  }
+
+  // Same generator, order and recipe as model::init_random_weights: identical values.
+  Timer timer;
+  torch::Generator gen = at::detail::createCPUGenerator(seed);
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  json weight_map = json::object();
+  log::Progress progress("init weights", static_cast<long>(shapes.size()));
+  long done = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    NamedTensors shard;
+    for (const auto& name : shards[i]) {
+      const auto& shape = shapes.at(name);
+      torch::Tensor t = shape.size() == 1 ? torch::ones(shape, torch::kFloat32)
+                                          : at::normal(0.0, 0.02, shape, gen, torch::TensorOptions().dtype(torch::kFloat32));
+      shard[name] = t.to(dtype);
+      progress.update(++done);
+    }
+    std::string file = "model.safetensors";
+    if (max_shard_bytes > 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+      file = buf;
+    }
+    model::save_safetensors((stdfs::path(out_dir) / file).string(), shard, meta);
+    for (const auto& [name, t] : shard) weight_map[name] = file;
+  }
+  progress.finish();
+  if (max_shard_bytes > 0) {
+    json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+    fs::write_file_atomic((stdfs::path(out_dir) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+  }
+
+  fs::write_file_atomic((stdfs::path(out_dir) / "config.json").string(), written.to_json());
+  json gen_cfg = {{"bos_token_id", cfg.bos_token_id}, {"eos_token_id", cfg.eos_token_id}, {"do_sample", false}};
+  fs::write_file_atomic((stdfs::path(out_dir) / "generation_config.json").string(), gen_cfg.dump(2) + "\n");
+  if (!tokenizer_dir.empty()) copy_present(tokenizer_dir, out_dir, tokenizer_files());
+  log::info("initialized ", out_dir, ": ", cfg.num_parameters(), " parameters (", total_bytes, " bytes, ",
+            shards.size(), " file(s)) in ", timer.elapsed_s(), " s");
+}
+
+}  // namespace dice::ckpt
