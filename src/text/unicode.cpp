@@ -51,7 +51,7 @@ void decompose(uint32_t cp, std::vector<uint32_t>& out) {
     if (s % TCount) out.push_back(TBase + s % TCount);
     return;
   }
-  if (cp < kInvalidBase && nfc_unsafe(cp)) {
+  if (cp >= 0xC0 && cp < kInvalidBase) {  // nothing below U+00C0 decomposes
     auto it = std::lower_bound(std::begin(kDecompIndex), std::end(kDecompIndex), cp,
                                [](const uint32_t(&e)[3], uint32_t v) { return e[0] < v; });
     if (it != std::end(kDecompIndex) && (*it)[0] == cp) {
@@ -129,34 +129,13 @@ int combining_class(uint32_t cp) {
   return cp <= (*it)[1] ? static_cast<int>((*it)[2]) : 0;
 }
 
-std::string nfc(std::string_view s) {
-  // Fast path: find the first unsafe code point; text before the last safe code point that
-  // precedes it cannot interact with what follows, so it is copied as is.
-  size_t safe_start = 0;  // byte offset of the last safe code point seen
-  size_t i = 0;
-  for (; i < s.size();) {
-    // Skip ASCII (always safe) eight bytes at a time.
-    uint64_t w;
-    if (i + 8 <= s.size() && (std::memcpy(&w, s.data() + i, 8), (w & 0x8080808080808080ull) == 0)) {
-      i += 8;
-      safe_start = i - 1;
-      continue;
-    }
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      safe_start = i++;
-      continue;
-    }
-    auto d = decode_utf8(s.data() + i, s.size() - i);
-    if (nfc_unsafe(d.cp)) break;
-    safe_start = i;
-    i += d.len;
-  }
-  if (i >= s.size()) return std::string(s);
+namespace {
 
-  std::vector<uint32_t> buf;
-  buf.reserve(s.size() - safe_start);
-  for (size_t j = safe_start; j < s.size();) {
+// Full NFC (decompose, reorder, compose) of a region, appended to `out`.
+void nfc_region(std::string_view s, std::string& out) {
+  thread_local std::vector<uint32_t> buf, res;
+  buf.clear();
+  for (size_t j = 0; j < s.size();) {
     auto d = decode_utf8(s.data() + j, s.size() - j);
     decompose(d.cp, buf);
     j += d.len;
@@ -167,35 +146,69 @@ std::string nfc(std::string_view s) {
     if (ck == 0) continue;
     size_t m = k;
     uint32_t v = buf[k];
-    while (m > 0) {
-      int cm = combining_class(buf[m - 1]);
-      if (cm <= ck) break;
+    while (m > 0 && combining_class(buf[m - 1]) > ck) {
       buf[m] = buf[m - 1];
       --m;
     }
     buf[m] = v;
   }
   // Canonical composition.
-  std::vector<uint32_t> out;
-  out.reserve(buf.size());
+  res.clear();
   long starter = -1;
   int last_class = 256;
   for (uint32_t ch : buf) {
     int cls = combining_class(ch);
     if (starter >= 0 && (last_class < cls || last_class == 0)) {
-      if (uint32_t c = compose(out[static_cast<size_t>(starter)], ch)) {
-        out[static_cast<size_t>(starter)] = c;
+      if (uint32_t c = compose(res[static_cast<size_t>(starter)], ch)) {
+        res[static_cast<size_t>(starter)] = c;
         continue;
       }
     }
-    if (cls == 0) starter = static_cast<long>(out.size());
+    if (cls == 0) starter = static_cast<long>(res.size());
     last_class = cls;
-    out.push_back(ch);
+    res.push_back(ch);
   }
-  std::string res(s.substr(0, safe_start));
-  res.reserve(s.size() + 8);
-  for (uint32_t cp : out) append_utf8(res, cp);
-  return res;
+  for (uint32_t cp : res) append_utf8(out, cp);
+}
+
+}  // namespace
+
+std::string nfc(std::string_view s) {
+  // Only regions around NFC-unsafe code points need work. A region starts at the last safe code
+  // point before an unsafe one (it may compose with what follows) and ends before the next safe
+  // one: a safe code point is a starter that never composes with what precedes it, so nothing
+  // interacts across it. Everything else is copied as is.
+  std::string out;
+  size_t copied = 0, last_safe = 0, i = 0;
+  while (i < s.size()) {
+    uint64_t w;  // skip ASCII (always safe) eight bytes at a time
+    if (i + 8 <= s.size() && (std::memcpy(&w, s.data() + i, 8), (w & 0x8080808080808080ull) == 0)) {
+      i += 8;
+      last_safe = i - 1;
+      continue;
+    }
+    auto d = decode_utf8(s.data() + i, s.size() - i);
+    if (d.cp < 0x80 || !nfc_unsafe(d.cp)) {
+      last_safe = i;
+      i += d.len;
+      continue;
+    }
+    size_t start = std::max(last_safe, copied);
+    size_t j = i + d.len;
+    while (j < s.size()) {
+      auto e = decode_utf8(s.data() + j, s.size() - j);
+      if (e.cp < 0x80 || !nfc_unsafe(e.cp)) break;
+      j += e.len;
+    }
+    if (out.empty()) out.reserve(s.size() + 16);
+    out.append(s.data() + copied, start - copied);
+    nfc_region(s.substr(start, j - start), out);
+    copied = j;
+    i = j;
+  }
+  if (copied == 0) return std::string(s);
+  out.append(s.data() + copied, s.size() - copied);
+  return out;
 }
 
 }  // namespace dice::text::unicode

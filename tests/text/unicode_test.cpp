@@ -1,6 +1,11 @@
 // NFC and character classes against facts from the Unicode standard.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <random>
+
+#include "dice/util/fs.h"
+
 #include "dice/text/unicode.h"
 
 namespace u = dice::text::unicode;
@@ -59,4 +64,41 @@ TEST(Unicode, Nfc) {
   EXPECT_EQ(u::nfc("\xE0\xA4\x95\xE0\xA4\xBC"), "\xE0\xA4\x95\xE0\xA4\xBC");
   EXPECT_EQ(u::nfc("\xFF" "e\xCC\x81\xFE"), "\xFF\xC3\xA9\xFE");   // invalid bytes kept
   EXPECT_EQ(u::nfc("\xCC\x81" "a"), "\xCC\x81" "a");                 // leading combining mark stays
+}
+
+TEST(Unicode, NfcMatchesPythonOnRandomText) {
+  // Python's unicodedata (the tables' source, but its own NFC implementation) as the reference.
+  const std::vector<uint32_t> pool = {
+      'a', 'e', 'o', 'A', 'K', ' ', '1', 0xE9, 0xC5, 0x212B, 0x2126, 0x212A, 0x0301, 0x0300, 0x0308, 0x0323,
+      0x0327, 0x0345, 0x0307, 0x031B, 0x05B0, 0x05BC, 0x0591, 0x0915, 0x093C, 0x0958, 0x0929, 0x0928, 0x1100,
+      0x1161, 0x11A8, 0xAC00, 0xAC01, 0xD55C, 0x1F00, 0x03B1, 0x0391, 0x1E9B, 0x0F73, 0x0F71, 0x0F72, 0x0F80,
+      0x1D15E, 0x1D165, 0x1D16D, 0x2ADC, 0x0CCA, 0x0CC6, 0x0CC2, 0x0CD5, 0x3099, 0x304B, 0x304C, 0xFB2C, 0x4E2D,
+      0x1F600, 0x0E01, 0x0E31, 0x0344, 0x0340, 0x0374, 0x037E, 0x0387, 0xF900, 0x2F800, 0x1E0A, 0x1E0C, 0x0112};
+  std::mt19937 rng(5);
+  std::vector<std::string> lines;
+  std::string all;
+  for (int k = 0; k < 20000; ++k) {
+    std::string s;
+    size_t n = 1 + rng() % 12;
+    for (size_t m = 0; m < n; ++m) u::append_utf8(s, pool[rng() % pool.size()]);
+    lines.push_back(s);
+    all += s + "\n";
+  }
+  std::string dir = dice::fs::make_temp_dir("dice-nfc");
+  dice::fs::write_file(dir + "/in.txt", all);
+  std::string cmd = std::string(DICE_PYTHON) +
+                    " -c \"import sys,unicodedata as u; d=open(sys.argv[1],encoding='utf-8').read(); "
+                    "open(sys.argv[2],'w',encoding='utf-8',newline='').write(u.normalize('NFC',d))\" " +
+                    dir + "/in.txt " + dir + "/out.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "python failed: " << cmd;
+  std::string want = dice::fs::read_file(dir + "/out.txt");
+  EXPECT_TRUE(u::nfc(all) == want) << "nfc of the whole text differs from Python's";
+  size_t pos = 0, bad = 0;
+  for (auto& s : lines) {
+    size_t e = want.find('\n', pos);
+    std::string w = want.substr(pos, e - pos);
+    pos = e + 1;
+    if (u::nfc(s) != w && bad++ < 5) ADD_FAILURE() << "nfc differs from Python for " << ::testing::PrintToString(s);
+  }
+  EXPECT_EQ(bad, 0u);
 }
