@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -273,4 +274,24 @@ TEST(Tokenizer, MatchesNodeReferenceOnRandomText) {
     Ids got = t.encode(texts[k]);
     EXPECT_EQ(got, want[k]) << "text " << nlohmann::json(texts[k]).dump() << ": " << first_difference(got, want[k]);
   }
+}
+
+TEST(Tokenizer, ConcurrentEncodeIsConsistent) {
+  // encode() is const and keeps per-thread caches: threads sharing one tokenizer agree.
+  const Tokenizer& t = qwen();
+  std::vector<std::string> texts;
+  for (auto& f : corpus_files()) texts.push_back(read_bytes(kCorpus + "/" + f));
+  std::vector<Ids> want;
+  for (auto& s : texts) want.push_back(t.encode(s));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int rep = 0; rep < 20; ++rep)
+        for (size_t i = 0; i < texts.size(); ++i)
+          if (t.encode(texts[(i + static_cast<size_t>(k)) % texts.size()]) != want[(i + static_cast<size_t>(k)) % texts.size()])
+            ++mismatches[static_cast<size_t>(k)];
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
