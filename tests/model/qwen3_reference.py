@@ -42,6 +42,21 @@ def read_safetensors(path):
     return out
 
 
+def write_safetensors(path, tensors):
+    names = {v: k for k, v in DTYPES.items()}
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.contiguous()
+        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    h = json.dumps(header).encode("utf-8")
+    h += b" " * ((8 - (8 + len(h)) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
 def read_weights(model_dir):
     index = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.exists(index):
@@ -105,8 +120,8 @@ def forward(cfg, w, ids, pos, mask):
     return x @ head.t()
 
 
-def main():
-    model_dir, case_path, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def compare(model_dir, case_path, tol):
+    """Returns True when the reference logits are within tol of the case's logits."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     w = {k: v.float() for k, v in read_weights(model_dir).items()}
@@ -118,8 +133,8 @@ def main():
     scale = ref.abs().max().item()
     print("qwen3_reference: torch %s, logits %s, max_abs_diff %.3e, max |logit| %.3e, relative %.3e"
           % (torch.__version__, tuple(ref.shape), diff, scale, diff / max(scale, 1e-30)))
-    sys.exit(0 if diff <= tol else 1)
+    return diff <= tol
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(0 if compare(sys.argv[1], sys.argv[2], float(sys.argv[3])) else 1)
