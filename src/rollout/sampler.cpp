@@ -275,13 +275,20 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     if (!same) fa.mask = model::decode_mask(I.pos, W, span);  // all rows aligned: no mask needed
     fa.cache = view.get();
     fa.kv_span = span;
-    auto logits = model_->forward(fa);  // [n, W, V]
-    ++stats_.forwards;
-
+    // Static / sequential rows move in lockstep when they joined together: a forward in which every
+    // row commits needs no logits and no draw.
+    bool all_commit = exact_mirror;
+    for (const auto& s : I.slots) all_commit = all_commit && s.phase == s.needed;
     auto committing = I.active & I.st.masked.any(1).logical_not();
-    auto u = uniform_noise(cfg_.seed, I.seq_id, I.st.global_step, W);
-    auto d = draw_tokens(logits, u, I.sp, cfg_.record_logprobs);
-    apply_step(I.st, d, I.active, cfg_.steps, I.strategy, cfg_.threshold);
+    ++stats_.forwards;
+    if (all_commit) {
+      model_->hidden(fa);
+    } else {
+      auto logits = model_->forward(fa);  // [n, W, V]
+      auto u = uniform_noise(cfg_.seed, I.seq_id, I.st.global_step, W);
+      auto d = draw_tokens(logits, u, I.sp, cfg_.record_logprobs);
+      apply_step(I.st, d, I.active, cfg_.steps, I.strategy, cfg_.threshold);
+    }
 
     // Commit: record the final block, decide whether the row is finished, else start the next block.
     auto cols = I.pos.unsqueeze(1) + I.iota_W;                   // [n, W]
