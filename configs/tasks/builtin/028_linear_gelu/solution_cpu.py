@@ -1,0 +1,82 @@
+"""Honest CPU solution for builtin task 028_linear_gelu: plain C++ loops, built with load_inline (C++ only)."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+// act: 0 none, 1 relu, 2 gelu (erf), 3 sigmoid
+static inline float apply_act(float v, int act) {
+  if (act == 1) return v > 0.f ? v : 0.f;
+  if (act == 2) return 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f));
+  if (act == 3) return 1.f / (1.f + std::exp(-v));
+  return v;
+}
+
+// C[b] = act(A[b] @ op(B[b]) + bias) * alpha + beta * R[b], row-major; op(B) = B ([K,N]) or B^T (B is [N,K]).
+static void gemm(const float* A, const float* B, float* C, int64_t batch, int64_t M, int64_t N, int64_t K,
+                 int64_t sA, int64_t sB, int64_t sC, bool trans_b, const float* bias, int act, float alpha,
+                 const float* R, float beta) {
+  std::vector<float> acc(N);
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* Ab = A + b * sA;
+    const float* Bb = B + b * sB;
+    float* Cb = C + b * sC;
+    for (int64_t i = 0; i < M; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.f);
+      if (trans_b) {
+        for (int64_t j = 0; j < N; ++j) {
+          float s = 0.f;
+          for (int64_t k = 0; k < K; ++k) s += Ab[i * K + k] * Bb[j * K + k];
+          acc[j] = s;
+        }
+      } else {
+        for (int64_t k = 0; k < K; ++k) {
+          const float a = Ab[i * K + k];
+          for (int64_t j = 0; j < N; ++j) acc[j] += a * Bb[k * N + j];
+        }
+      }
+      for (int64_t j = 0; j < N; ++j) {
+        float v = acc[j] + (bias ? bias[j] : 0.f);
+        v = apply_act(v, act) * alpha;
+        if (R) v += beta * R[b * sC + i * N + j];
+        Cb[i * N + j] = v;
+      }
+    }
+  }
+}
+
+torch::Tensor linear_gelu_forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
+  auto xc = x.contiguous();
+  auto wc = weight.contiguous();
+  auto bc = bias.contiguous();
+  TORCH_CHECK(xc.dim() == 2 && wc.dim() == 2 && xc.size(1) == wc.size(1), "linear_gelu: bad shapes");
+  const int64_t M = xc.size(0), K = xc.size(1), N = wc.size(0);
+  auto y = torch::empty({M, N}, xc.options());
+  gemm(xc.data_ptr<float>(), wc.data_ptr<float>(), y.data_ptr<float>(), 1, M, N, K, 0, 0, 0, true,
+       bc.data_ptr<float>(), 2, 1.f, nullptr, 0.f);
+  return y;
+}
+"""
+
+ext = load_inline(
+    name="dice_builtin_028_linear_gelu_cpu",
+    cpp_sources=cpp_source,
+    functions=['linear_gelu_forward'],
+    extra_cflags=["-O2"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        # same parameter creation order as Model, so the seeded initialization matches
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return ext.linear_gelu_forward(x, self.linear.weight, self.linear.bias)

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Builds the built-in task sets from configs/tasks/builtin/<NNN_name>/.
+
+Each task directory holds:
+  reference.py     KernelBench-style reference (Model, get_inputs, get_init_inputs) with the SMALL
+                   module-level sizes of the CPU form;
+  meta.json        {"level": L, "difficulty": d, "cuda_sizes": {"name": value, ...}}: the CUDA form is
+                   the same reference with those module-level `name = <int>` lines rewritten;
+  solution_cpu.py  honest C++-only load_inline solution (plain loops over data_ptr<float>());
+  solution_cuda.py honest CUDA load_inline solution (real __global__ kernels).
+
+Writes configs/tasks/builtin_cpu.jsonl and configs/tasks/builtin_cuda.jsonl (DESIGN §4 task
+records, ids builtin_<device>_<NNN_name>, sorted easy -> hard by difficulty). Needs no torch.
+
+  tools/tasks/build_builtin.py [--root configs/tasks] [--check]
+--check exits 1 when the committed JSONL files differ from what would be written.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+SIZE_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) = (-?[0-9]+)$")
+
+
+def with_sizes(reference, sizes, where):
+    """Returns reference with the module-level integer assignments named in sizes replaced."""
+    seen = set()
+    out = []
+    for line in reference.split("\n"):
+        m = SIZE_LINE.match(line)
+        if m and m.group(1) in sizes:
+            line = f"{m.group(1)} = {int(sizes[m.group(1)])}"
+            seen.add(m.group(1))
+        out.append(line)
+    missing = sorted(set(sizes) - seen)
+    if missing:
+        sys.exit(f"{where}: cuda_sizes names {missing}, but reference.py has no module-level "
+                 f"'<name> = <int>' line for them")
+    return "\n".join(out)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def build(root):
+    builtin = os.path.join(root, "builtin")
+    dirs = sorted(d for d in os.listdir(builtin) if re.match(r"^\d{3}_\w+$", d))
+    if not dirs:
+        sys.exit(f"no task directories (NNN_name) under {builtin}")
+    sets = {"cpu": [], "cuda": []}
+    for d in dirs:
+        path = os.path.join(builtin, d)
+        meta = json.loads(read(os.path.join(path, "meta.json")))
+        for key in ("level", "difficulty", "cuda_sizes"):
+            if key not in meta:
+                sys.exit(f"{path}/meta.json: missing '{key}'")
+        reference = read(os.path.join(path, "reference.py"))
+        for device in ("cpu", "cuda"):
+            ref = reference if device == "cpu" else with_sizes(reference, meta["cuda_sizes"], path)
+            sets[device].append({
+                "id": f"builtin_{device}_{d}",
+                "level": int(meta["level"]),
+                "difficulty": float(meta["difficulty"]),
+                "reference": ref,
+                "solution": read(os.path.join(path, f"solution_{device}.py")),
+                "device": device,
+            })
+    out = {}
+    for device, tasks in sets.items():
+        tasks.sort(key=lambda t: (t["difficulty"], t["id"]))
+        out[device] = "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks)
+    return out
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", default=os.path.join(here, "..", "..", "configs", "tasks"))
+    ap.add_argument("--check", action="store_true", help="fail if the committed files are stale")
+    args = ap.parse_args()
+    out = build(args.root)
+    stale = False
+    for device, text in out.items():
+        path = os.path.normpath(os.path.join(args.root, f"builtin_{device}.jsonl"))
+        if args.check:
+            if not os.path.exists(path) or read(path) != text:
+                print(f"{path} is stale: run tools/tasks/build_builtin.py", file=sys.stderr)
+                stale = True
+            continue
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {path}: {text.count(chr(10))} tasks")
+    sys.exit(1 if stale else 0)
+
+
+if __name__ == "__main__":
+    main()
