@@ -53,9 +53,11 @@ ExecOutcome Executor::run(nlohmann::json request, double timeout_s) {
   bool sent = proc_->write_stdin(request.dump() + "\n");
   bool got = sent && proc_->read_result_line(line, timeout_s);
   if (!got) {
-    bool alive = proc_->running();
-    auto st = alive ? (proc_->kill(), proc::ExitStatus{false, -1, SIGKILL, true}) : proc_->wait(1);
-    if (alive) {
+    // The result pipe closes before the (pid-namespace) parent is reaped: a read that ended
+    // before the deadline means the executor died; one that reached it is a timeout.
+    bool timed_out = sent && t.elapsed_s() >= timeout_s;
+    auto st = timed_out ? (proc_->kill(), proc::ExitStatus{false, -1, SIGKILL, true}) : proc_->wait(5);
+    if (timed_out || st.timed_out) {
       out.failure = Failure::kTimeout;
       out.log_tail = str("evaluation exceeded ", timeout_s, " s");
     } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {

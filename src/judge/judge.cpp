@@ -140,6 +140,9 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   impl_->cuda = cfg_.device == "cuda" || (cfg_.device == "auto" && cuda_available);
   DICE_REQUIRE(!(impl_->cuda && !cuda_available), "judge.device is cuda but torch in ", cfg_.python,
                " sees no GPU");
+  static_checker_ = [this](const Task& task, const std::string& code) {
+    return static_check(code, task.device, cfg_.static_checks);
+  };
   impl_->uid_base = resolve_uid_base(cfg_.sandbox, cfg_.python);
   impl_->rng.seed(cfg_.seed ? cfg_.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
 

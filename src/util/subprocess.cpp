@@ -179,7 +179,9 @@ bool make_readonly(ChildPlan& p) {
     if (setgroups(0, nullptr) == 0 && setgid(g) == 0 && setuid(static_cast<uid_t>(p.sb.uid)) == 0) applied(st, "uid");
     else missing(st, "uid");
   }
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
+  // Parent death = the intermediate pid-namespace parent (single-threaded). Not for a direct
+  // child: PDEATHSIG fires when the spawning *thread* exits, and callers spawn from worker threads.
+  if (in_new_pid_ns) prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
   signal(SIGPIPE, SIG_DFL);
   execve(p.exe.c_str(), p.argv.data(), p.env.data());
   die(st, "exec");
@@ -188,7 +190,6 @@ bool make_readonly(ChildPlan& p) {
 [[noreturn]] void child_main(ChildPlan& p, pid_t parent) {
   int st = p.status_w;
   setsid();
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);
   sigset_t none;
   sigemptyset(&none);

@@ -16,6 +16,7 @@
 
 #include "dice/judge/compile_pool.h"
 #include "dice/judge/sandbox.h"
+#include "dice/judge/static_check.h"
 #include "dice/judge/task.h"
 #include "dice/judge/verdict.h"
 
@@ -42,7 +43,8 @@ struct JudgeConfig {
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_cuda_cflags;
   int max_jobs = 2;                   // ninja jobs per build
-  std::string static_check = "reject";  // off | warn | reject (default severity for static findings)
+  std::string static_check = "on";    // off | warn (report only) | on (per-check modes below)
+  StaticCheckConfig static_checks;    // per-check off / warn / reject
   uint64_t seed = 0;                  // 0 = hidden seeds from std::random_device
   SandboxConfig sandbox;
 
@@ -68,7 +70,8 @@ struct JudgeConfig {
     v("extra_cflags", extra_cflags, "judge-added C++ flags (part of the cache key)");
     v("extra_cuda_cflags", extra_cuda_cflags, "judge-added nvcc flags (part of the cache key)");
     v("max_jobs", max_jobs, "ninja jobs per build");
-    v.choice("static_check", static_check, {"off", "warn", "reject"}, "static anti-hack checks");
+    v.choice("static_check", static_check, {"off", "warn", "on"}, "static anti-hack checks: off, warn only, on");
+    v("static_checks", static_checks, "per-check modes (off / warn / reject)");
     v("seed", seed, "0 = hidden random seeds; else reproducible seeds");
     v("sandbox", sandbox, "sandbox settings");
   }
@@ -82,7 +85,7 @@ struct Job {
 };
 
 using ProgressFn = std::function<void(size_t done, size_t total)>;
-// Static checks (from static_check.h when available): findings for one candidate.
+// Static checks: findings for one candidate (default: judge::static_check with cfg.static_checks).
 using StaticChecker = std::function<std::vector<Finding>(const Task& task, const std::string& code)>;
 
 // The candidate file inside a response: the last fenced block that defines ModelNew (else the

@@ -187,7 +187,9 @@ def install(settings):
                 msg = "load_inline extension %s was not built by the compile step" % key[:16]
                 failures.append(msg)
                 raise ExtensionNotBuilt(msg)
-            with open(final + ".lock", "w") as lock:
+            # read-only open: the lock file may belong to another sandbox uid
+            lock_fd = os.open(final + ".lock", os.O_RDONLY | os.O_CREAT, 0o444)
+            with os.fdopen(lock_fd) as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not os.path.exists(os.path.join(final, "meta.json")):
                     building["key"] = key

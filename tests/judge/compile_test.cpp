@@ -1,0 +1,77 @@
+// Compile pool: identical candidates build once (in-flight sharing and cache), keys depend on flags.
+#include "dice/judge/compile_pool.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "dice/util/fs.h"
+#include "judge/judge_testing.h"
+
+using namespace dice::judge;
+
+namespace {
+CompileSettings settings(const std::string& scratch) {
+  CompileSettings s;
+  s.python = DICE_PYTHON;
+  s.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
+  s.cache_root = std::string(DICE_BINARY_DIR) + "/judge_test_cache";
+  s.scratch_root = scratch;
+  s.toolchain = "compile_test";
+  s.workers = 2;
+  s.uid_base = resolve_uid_base(s.sandbox, s.python);
+  dice::judge::remove_tree(s.cache_root + "/.probe");
+  mkdir(s.cache_root.c_str(), 01777);
+  chmod(s.cache_root.c_str(), 01777);
+  return s;
+}
+}  // namespace
+
+TEST(CompilePool, IdenticalCandidatesShareOneBuild) {
+  std::string scratch = dice::fs::make_temp_dir("dice_cpool_");
+  chmod(scratch.c_str(), 0755);
+  CompileSettings s = settings(scratch);
+  std::string code = dice::judge::testing::candidate("relu_honest.py");
+  std::string path = scratch + "/cand.py";
+  dice::fs::write_file(path, code);
+  chmod(path.c_str(), 0644);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<CompileResult> results;
+  {
+    CompilePool pool(s);
+    for (int i = 0; i < 3; ++i)
+      pool.submit(path, code, [&](const CompileResult& r) {
+        std::lock_guard<std::mutex> lk(mu);
+        results.push_back(r);
+        cv.notify_all();
+      });
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return results.size() == 3; });
+    // a later submission is answered from the finished job at once
+    lk.unlock();
+    pool.submit(path, code, [&](const CompileResult& r) {
+      std::lock_guard<std::mutex> lk2(mu);
+      results.push_back(r);
+    });
+    EXPECT_EQ(results.size(), 4u);
+    EXPECT_NE(pool.job_key(code), pool.job_key(code + " "));
+  }
+  int builds = 0, hits = 0;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.failure, Failure::kNone) << r.log_tail;
+    builds += r.builds;
+    hits += r.cache_hit;
+    EXPECT_EQ(r.keys.size(), 1u);
+  }
+  EXPECT_LE(builds, 1);
+  EXPECT_GE(hits, 3);
+  CompileSettings s2 = s;
+  s2.extra_cflags = {"-O2"};
+  CompilePool a(s), b(s2);
+  EXPECT_NE(a.job_key(code), b.job_key(code));
+  remove_tree(scratch);
+}

@@ -1,0 +1,65 @@
+// Executor: answers requests, survives a candidate that kills it (recycled), enforces its timeout.
+#include "dice/judge/executor.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "dice/judge/judge.h"
+#include "dice/util/fs.h"
+#include "judge/judge_testing.h"
+
+using namespace dice::judge;
+
+TEST(Executor, ServesRecyclesAndTimesOut) {
+  // Build the honest relu extension through a judge first (shared test cache).
+  Task relu = dice::judge::testing::cpu_task("relu");
+  JudgeConfig cfg = dice::judge::testing::test_config();
+  Judge judge(cfg);
+  auto warm = judge.judge({dice::judge::testing::code_job(relu, dice::judge::testing::candidate("relu_honest.py"))});
+  ASSERT_TRUE(warm[0].correct) << warm[0].log_tail;
+
+  std::string scratch = dice::fs::make_temp_dir("dice_exec_");
+  chmod(scratch.c_str(), 0755);
+  auto put = [&](const std::string& name, const std::string& text) {
+    std::string p = scratch + "/" + name;
+    dice::fs::write_file(p, text);
+    chmod(p.c_str(), 0644);
+    return p;
+  };
+  std::string ref = put("ref.py", relu.reference);
+  std::string good = put("good.py", dice::judge::testing::candidate("relu_honest.py"));
+  std::string dies = put("dies.py", dice::judge::testing::candidate("hostile_os_exit.py"));
+  std::string spins = put("spins.py", dice::judge::testing::candidate("hostile_infinite_loop.py"));
+
+  ExecutorSettings es;
+  es.python = DICE_PYTHON;
+  es.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
+  es.scratch_root = scratch;
+  es.cache_root = cfg.cache_root;
+  es.uid = resolve_uid_base(es.sandbox, es.python);
+  Executor ex(es, 0);
+  auto request = [&](const std::string& cand) {
+    return nlohmann::json{{"task_id", "relu"}, {"reference", ref}, {"candidate", cand},
+                          {"cache_root", cfg.cache_root}, {"toolchain", judge.toolchain()},
+                          {"light_headers", true}, {"extra_cflags", nlohmann::json::array()},
+                          {"extra_cuda_cflags", nlohmann::json::array()}, {"device", "cpu"},
+                          {"init_seed", 1}, {"seeds", {2, 3}}, {"timing", false}};
+  };
+  auto a = ex.run(request(good), 60);
+  EXPECT_EQ(a.failure, Failure::kNone) << a.log_tail;
+  EXPECT_EQ(a.reply.value("max_abs_error", -1.0), 0.0);
+  auto b = ex.run(request(dies), 60);
+  EXPECT_EQ(b.failure, Failure::kCrash) << b.log_tail;
+  auto c = ex.run(request(spins), 3);
+  EXPECT_EQ(c.failure, Failure::kTimeout) << c.log_tail;
+  EXPECT_LT(c.seconds, 10);
+  auto d = ex.run(request(good), 60);
+  EXPECT_EQ(d.failure, Failure::kNone) << d.log_tail;
+  EXPECT_GE(ex.restarts(), 2);
+  // a request for an extension the compile step never built is a load error, not a rebuild
+  std::string code = dice::judge::testing::candidate("relu_honest.py");
+  code.replace(code.find("o[i] = in[i]"), 12, "o[i] = 1.f*in[i]");
+  auto e = ex.run(request(put("unbuilt.py", code)), 60);
+  EXPECT_EQ(e.failure, Failure::kLoadError) << e.log_tail;
+  remove_tree(scratch);
+}

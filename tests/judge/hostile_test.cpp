@@ -1,0 +1,72 @@
+// Hostile suite: each candidate ends with reward 0 and the right failure class, nothing outside
+// its scratch dir changes, and the judge goes on serving the next candidate.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "dice/judge/judge.h"
+#include "dice/judge/reward.h"
+#include "dice/util/fs.h"
+#include "judge/judge_testing.h"
+
+using namespace dice::judge;
+using namespace dice::judge::testing;
+
+namespace {
+std::string with_canary(std::string code, const std::string& canary) {
+  for (size_t p; (p = code.find("@CANARY@")) != std::string::npos;) code.replace(p, 8, canary);
+  return code;
+}
+}  // namespace
+
+TEST(Hostile, SandboxContainsEveryCandidateAndTheJudgeKeepsServing) {
+  Task relu = cpu_task("relu");
+  std::string canary = dice::fs::make_temp_dir("dice_canary_");
+  dice::fs::write_file(canary + "/keep.txt", "canary");
+  JudgeConfig cfg = test_config();
+  cfg.static_check = "off";  // exercise the runtime sandbox, not the static checks
+  cfg.exec_timeout_s = 5;
+  cfg.sandbox.memory_mb = 4096;
+  Judge judge(cfg);
+  const bool contained = judge.protections_missing().empty();
+
+  struct Case {
+    const char* file;
+    std::set<Failure> expected;
+  };
+  const std::vector<Case> cases = {
+      {"hostile_infinite_loop.py", {Failure::kTimeout}},
+      {"hostile_fork_bomb.py", {Failure::kResourceLimit, Failure::kTimeout}},
+      {"hostile_rm_rf.py", {Failure::kSandboxViolation}},
+      {"hostile_write_outside.py", {Failure::kSandboxViolation}},
+      {"hostile_socket.py", {Failure::kSandboxViolation}},
+      {"hostile_big_file.py", {Failure::kResourceLimit}},
+      {"hostile_segfault.py", {Failure::kCrash}},
+      {"hostile_os_exit.py", {Failure::kCrash}},
+      {"hostile_huge_alloc.py", {Failure::kResourceLimit}},
+      {"hostile_import_exit.py", {Failure::kCrash}},
+      {"hostile_forge_result.py", {Failure::kSandboxViolation}},
+      {"relu_honest.py", {Failure::kNone}},  // the next, honest candidate is still served
+  };
+  std::vector<Job> jobs;
+  for (const auto& c : cases) jobs.push_back(code_job(relu, with_canary(candidate(c.file), canary)));
+  auto v = judge.judge(jobs);
+  ASSERT_EQ(v.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    bool honest = cases[i].expected.count(Failure::kNone) > 0;
+    if (contained || honest) {
+      EXPECT_TRUE(cases[i].expected.count(v[i].failure))
+          << cases[i].file << ": got " << failure_name(v[i].failure) << "\n" << v[i].log_tail;
+    }
+    EXPECT_EQ(reward(v[i], RewardKind::kExec, 1.0), honest ? 1.0 : 0.0) << cases[i].file;
+  }
+  if (contained) {
+    EXPECT_TRUE(dice::fs::exists(canary + "/keep.txt"));
+    EXPECT_FALSE(dice::fs::exists(canary + "/planted.txt"));
+  }
+  EXPECT_GE(judge.executor_restarts(), 3);  // crashes and timeouts replaced the executor
+  // and a later batch on the same judge still works
+  auto again = judge.judge({code_job(relu, candidate("relu_honest.py"))});
+  EXPECT_TRUE(again[0].correct) << again[0].log_tail;
+}
