@@ -72,8 +72,12 @@ inline uint64_t hash_bytes(const char* s, size_t n) {
   }
   uint64_t w = 0;
   std::memcpy(&w, s + i, n - i);
-  h = (h ^ w) * 0x9E3779B97F4A7C15ull;
-  return h ^ (h >> 32);
+  h ^= w;
+  h ^= h >> 33;  // murmur3's finalizer: every input bit reaches the low bits used as an index
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
 // Open-addressing map (left id, right id) -> (rank, merged id).
@@ -485,6 +489,163 @@ AddedToken added_from_json(const json& j, int32_t id) {
   return t;
 }
 
+// tokenizer.json is 11 MB, almost all of it model.vocab and model.merges: those two are streamed
+// into flat vectors by a SAX handler; the small rest becomes a DOM.
+struct ParsedTokenizerJson {
+  json rest;
+  bool has_vocab = false, has_merges = false;
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  std::vector<std::pair<std::string, std::string>> merges;
+};
+
+class TokenizerJsonSax : public nlohmann::json_sax<json> {
+ public:
+  TokenizerJsonSax(ParsedTokenizerJson& out, const std::string& origin) : out_(out), origin_(origin) {}
+  std::string error;
+
+  bool null() override { return value(json()); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return mode_ == kVocab ? vocab_entry(v) : value(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return mode_ == kVocab ? vocab_entry(v > (uint64_t{1} << 40) ? -1 : static_cast<int64_t>(v)) : value(v);
+  }
+  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool binary(binary_t&) override { return fail("binary data"); }
+  bool string(string_t& v) override {
+    if (mode_ == kMerges) {
+      auto sp = v.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 >= v.size() || v.find(' ', sp + 1) != std::string::npos)
+        return fail(dice::str("merge #", out_.merges.size(), " ('", v, "') is not two tokens separated by a space"));
+      out_.merges.emplace_back(v.substr(0, sp), v.substr(sp + 1));
+      return true;
+    }
+    if (mode_ == kMergePair) {
+      if (pair_n_ >= 2) return fail(dice::str("merge #", out_.merges.size(), " has more than two tokens"));
+      (pair_n_++ == 0 ? pair_.first : pair_.second) = std::move(v);
+      return true;
+    }
+    return value(std::move(v));
+  }
+  bool start_object(std::size_t) override {
+    if (mode_ != kDom) return fail("unexpected object inside model.vocab or model.merges");
+    if (at_model_key("vocab")) {
+      mode_ = kVocab;
+      out_.has_vocab = true;
+      return true;
+    }
+    return open(json::object());
+  }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    if (mode_ == kVocab) {
+      mode_ = kDom;
+      return true;
+    }
+    return close();
+  }
+  bool start_array(std::size_t) override {
+    if (mode_ == kMerges) {
+      mode_ = kMergePair;
+      pair_n_ = 0;
+      return true;
+    }
+    if (mode_ != kDom) return fail("unexpected array inside model.vocab or a merge");
+    if (at_model_key("merges")) {
+      mode_ = kMerges;
+      out_.has_merges = true;
+      return true;
+    }
+    return open(json::array());
+  }
+  bool end_array() override {
+    if (mode_ == kMergePair) {
+      if (pair_n_ != 2) return fail(dice::str("merge #", out_.merges.size(), " is not a pair of tokens"));
+      out_.merges.push_back(std::move(pair_));
+      mode_ = kMerges;
+      return true;
+    }
+    if (mode_ == kMerges) {
+      mode_ = kDom;
+      return true;
+    }
+    return close();
+  }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& e) override {
+    error = dice::str("Could not parse ", origin_, " as JSON (byte ", pos, "): ", e.what());
+    return false;
+  }
+
+ private:
+  enum Mode { kDom, kVocab, kMerges, kMergePair };
+
+  bool fail(const std::string& what) {
+    error = dice::str(origin_, ": ", what, ".");
+    return false;
+  }
+  bool at_model_key(const char* k) const {
+    return stack_.size() == 2 && path_.size() == 2 && path_[1] == "model" && key_ == k && stack_.back()->is_object();
+  }
+  bool vocab_entry(int64_t id) {
+    out_.vocab.emplace_back(std::move(key_), id);
+    return true;
+  }
+  json* insert(json v) {
+    if (stack_.empty()) {
+      out_.rest = std::move(v);
+      return &out_.rest;
+    }
+    json& top = *stack_.back();
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      return &top.back();
+    }
+    json& slot = top[key_];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool value(json v) {
+    if (mode_ != kDom) return fail(mode_ == kVocab ? "a model.vocab id is not an integer" : "a merge is not a string");
+    insert(std::move(v));
+    return true;
+  }
+  bool open(json v) {
+    std::string k = (!stack_.empty() && stack_.back()->is_object()) ? key_ : std::string();
+    stack_.push_back(insert(std::move(v)));
+    path_.push_back(std::move(k));
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    path_.pop_back();
+    return true;
+  }
+
+  ParsedTokenizerJson& out_;
+  const std::string& origin_;
+  Mode mode_ = kDom;
+  std::vector<json*> stack_;       // open containers of the DOM
+  std::vector<std::string> path_;  // the key each open container was stored under
+  std::string key_;
+  std::pair<std::string, std::string> pair_;
+  int pair_n_ = 0;
+};
+
+ParsedTokenizerJson parse_tokenizer_json(std::string_view text, const std::string& origin) {
+  ParsedTokenizerJson out;
+  TokenizerJsonSax sax(out, origin);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (const json::exception& e) {
+    throw Error(dice::str("Could not parse ", origin, " as JSON: ", e.what()));
+  }
+  DICE_REQUIRE(ok, sax.error.empty() ? dice::str("Could not parse ", origin, " as JSON.") : sax.error);
+  return out;
+}
+
 json parse_json(std::string_view text, const std::string& origin) {
   try {
     return json::parse(text.begin(), text.end());
@@ -493,13 +654,14 @@ json parse_json(std::string_view text, const std::string& origin) {
   }
 }
 
-std::unique_ptr<Tokenizer::Impl> load(const json& j, const std::string& origin) {
+std::unique_ptr<Tokenizer::Impl> load(ParsedTokenizerJson& parsed, const std::string& origin) {
+  const json& j = parsed.rest;
   auto impl = std::make_unique<Tokenizer::Impl>();
   impl->origin = origin;
   DICE_REQUIRE(j.is_object() && j.contains("model") && j["model"].is_object(), origin,
                " is not a Hugging Face tokenizer.json (no \"model\" object).");
   const json& model = j["model"];
-  DICE_REQUIRE(type_of(model) == "BPE" || (!model.contains("type") && model.contains("merges")), origin,
+  DICE_REQUIRE(type_of(model) == "BPE" || (!model.contains("type") && parsed.has_merges), origin,
                " holds a '", type_of(model), "' model; dice supports byte-level BPE only.");
   DICE_REQUIRE(!model.contains("dropout") || model["dropout"].is_null(), origin, " sets BPE dropout, which dice does not support.");
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
@@ -519,15 +681,13 @@ std::unique_ptr<Tokenizer::Impl> load(const json& j, const std::string& origin) 
                  " is not supported; dice supports ByteLevel.");
 
   // Vocabulary.
-  const json& vocab = model.value("vocab", json());
-  DICE_REQUIRE(vocab.is_object() && !vocab.empty(), origin, " has no model.vocab object.");
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    DICE_REQUIRE(it.value().is_number_integer() && it.value().get<int64_t>() >= 0 &&
-                     it.value().get<int64_t>() < (int64_t{1} << 30),
-                 "Vocabulary entry '", it.key(), "' in ", origin, " has no valid id.");
-    auto id = it.value().get<int32_t>();
-    auto bytes = token_to_bytes(it.key());
-    DICE_REQUIRE(bytes.has_value(), "Vocabulary entry '", it.key(), "' in ", origin,
+  DICE_REQUIRE(parsed.has_vocab && !parsed.vocab.empty(), origin, " has no model.vocab object.");
+  for (auto& [token, id64] : parsed.vocab) {
+    DICE_REQUIRE(id64 >= 0 && id64 < (int64_t{1} << 30), "Vocabulary entry '", token, "' in ", origin,
+                 " has no valid id.");
+    auto id = static_cast<int32_t>(id64);
+    auto bytes = token_to_bytes(token);
+    DICE_REQUIRE(bytes.has_value(), "Vocabulary entry '", token, "' in ", origin,
                  " is not in byte-level form; dice supports byte-level BPE only.");
     auto uid = static_cast<size_t>(id);
     if (uid >= impl->id_kind.size()) {
@@ -548,25 +708,9 @@ std::unique_ptr<Tokenizer::Impl> load(const json& j, const std::string& origin) 
   }
 
   // Merges, in rank order: "a b" strings or ["a", "b"] pairs.
-  const json& merges = model.value("merges", json::array());
-  DICE_REQUIRE(merges.is_array(), "model.merges of ", origin, " is not an array.");
-  impl->merges.reserve(merges.size());
+  impl->merges.reserve(parsed.merges.size());
   uint32_t rank = 0;
-  for (const json& m : merges) {
-    std::string a, b;
-    if (m.is_string()) {
-      const auto& s = m.get_ref<const std::string&>();
-      auto sp = s.find(' ');
-      DICE_REQUIRE(sp != std::string::npos && sp > 0 && sp + 1 < s.size(), "Merge #", rank, " of ", origin,
-                   " ('", s, "') is not two tokens separated by a space.");
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else {
-      DICE_REQUIRE(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), "Merge #", rank, " of ",
-                   origin, " is neither \"a b\" nor [\"a\", \"b\"].");
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    }
+  for (auto& [a, b] : parsed.merges) {
     auto ba = token_to_bytes(a), bb = token_to_bytes(b);
     int32_t ia = ba ? vocab_id(*ba) : -1, ib = bb ? vocab_id(*bb) : -1;
     int32_t im = (ia >= 0 && ib >= 0) ? vocab_id(*ba + *bb) : -1;
@@ -585,6 +729,7 @@ std::unique_ptr<Tokenizer::Impl> load(const json& j, const std::string& origin) 
     }
   }
   impl->index_added();
+  parsed = ParsedTokenizerJson();
   return impl;
 }
 
@@ -596,7 +741,8 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::string& origin) {
-  return Tokenizer(load(parse_json(json_text, origin), origin));
+  ParsedTokenizerJson parsed = parse_tokenizer_json(json_text, origin);
+  return Tokenizer(load(parsed, origin));
 }
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
