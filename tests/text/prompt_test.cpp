@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 
 #include "dice/text/chat.h"
 #include "dice/text/prompt.h"

@@ -135,6 +135,20 @@ TEST(TokenizerLoad, TinyTokenizerBothMergeFormats) {
   EXPECT_EQ(b.vocab_size(), 258);
 }
 
+TEST(TokenizerLoad, AddedTokenStripFlags) {
+  auto j = tiny_json();
+  j["added_tokens"].push_back({{"id", 258}, {"content", "<x>"}, {"lstrip", true}, {"rstrip", true}});
+  j["added_tokens"].push_back({{"id", 259}, {"content", "<y>"}});
+  Tokenizer t = Tokenizer::from_json_text(j.dump(), "strip");
+  EXPECT_EQ(t.encode("ab \t<x> \nab"), (std::vector<int32_t>{256, 258, 256}));
+  EXPECT_EQ(t.encode("<x>"), (std::vector<int32_t>{258}));
+  EXPECT_EQ(t.encode("a <y>b"), (std::vector<int32_t>{97, 32, 259, 98}));
+  EXPECT_FALSE(t.is_special(259));
+  j["added_tokens"].push_back({{"id", 260}, {"content", "<z>"}, {"single_word", true}});
+  std::string err = error_of([&] { Tokenizer::from_json_text(j.dump(), "sw"); });
+  EXPECT_NE(err.find("single_word"), std::string::npos) << err;
+}
+
 TEST(TokenizerLoad, CheckCompatible) {
   Tokenizer t = Tokenizer::from_dir(model_dir({{"added_tokens.json", R"({"<|MASK|>": 151669})"}}));
   EXPECT_NO_THROW(dice::text::check_compatible(t, 151936, 151669));
