@@ -79,6 +79,16 @@ ModelConfig ModelConfig::from_json(const std::string& text, const std::string& s
   c.head_dim = get_int(j, "head_dim", source, false, c.hidden_size / c.num_attention_heads);
   c.rms_norm_eps = get_double(j, "rms_norm_eps", source, c.rms_norm_eps);
   c.rope_theta = get_double(j, "rope_theta", source, c.rope_theta);
+  // transformers 5 writes {"rope_parameters": {"rope_type": "default", "rope_theta": ...}}.
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    const json& rp = j["rope_parameters"];
+    DICE_REQUIRE(!rp.contains("rope_type") || rp["rope_type"].is_string(), source,
+                 ": rope_parameters.rope_type must be a string.");
+    const std::string type = rp.value("rope_type", std::string("default"));
+    DICE_REQUIRE(type == "default", source, ": rope_parameters.rope_type \"", type,
+                 "\" is not supported; dice implements plain RoPE only (SDAR uses none).");
+    c.rope_theta = get_double(rp, "rope_theta", source + " rope_parameters", c.rope_theta);
+  }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     throw Error(str(source, ": \"rope_scaling\" is set (", j["rope_scaling"].dump(),
                     "); dice implements plain RoPE only (SDAR uses none)."));
@@ -146,6 +156,7 @@ std::string ModelConfig::to_json() const {
       {"rms_norm_eps", rms_norm_eps},
       {"rope_theta", rope_theta},
       {"rope_scaling", nullptr},
+      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", rope_theta}}},
       {"max_position_embeddings", max_position_embeddings},
       {"max_window_layers", num_hidden_layers},
       {"use_sliding_window", false},

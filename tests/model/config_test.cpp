@@ -70,6 +70,12 @@ TEST(ModelConfig, DefaultsAndEosList) {
   EXPECT_EQ(c.block_size, 4);
   EXPECT_EQ(c.mask_token_id, 151669);
   EXPECT_EQ(c.eos_token_id, 7);
+  auto v5 = ModelConfig::from_json(R"({"model_type":"qwen3","vocab_size":100,"hidden_size":64,
+      "intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,
+      "rope_parameters":{"rope_type":"default","rope_theta":5000.0}})");
+  EXPECT_DOUBLE_EQ(v5.rope_theta, 5000.0);
+  EXPECT_NE(error_of(R"({"vocab_size":100,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+      "num_attention_heads":4,"rope_parameters":{"rope_type":"yarn","factor":4}})").find("yarn"), std::string::npos);
 }
 
 TEST(ModelConfig, Presets) {
