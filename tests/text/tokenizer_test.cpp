@@ -249,13 +249,16 @@ TEST(Tokenizer, MatchesNodeReferenceOnRandomText) {
       " ", " ", "  ", "\t", "\n", "\r\n", "\r", "'", "'s", "'LL", "'re", "a", "Hello", "x", "7", "42", "(", ")",
       "==", ".", "_", "#", "\xC2\xA0", "\xE3\x80\x80", "\xC3\xA9", "e\xCC\x81", "\xCC\x81", "\xE4\xB8\xAD",
       "\xF0\x9F\x98\x80", "\xE2\x80\x8D", "\xD9\xA3", "\xC2\xBD", "\xE1\x84\x92\xE1\x85\xA1", "<|im_end|>",
-      "<|im_start|>", "<think>", "<|", "|>", "\xE2\x80\x83", "\xEF\xBC\x81"};
+      "<|im_start|>", "<think>", "<|", "|>", "\xE2\x80\x83", "\xEF\xBC\x81", "abc123def", "_x1", "'t",
+      "'ve", "'M", "\xE0\xB8\xAA\xE0\xB8\xA7\xE0\xB8\xB1", "\xD9\x85\xD9\x8E", "\xE0\xA4\xA8\xE0\xA5\x8D",
+      "\xE2\x80\xA8", "\x0B", "\x0C", "\xC3\x97", "$", "\xE2\x82\xAC", "::", "->", "\\n", "\"", "`", "```",
+      "\xE2\x85\xA0", "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD", "\xF0\xA0\x80\x80", "\x01", "\x7F", "0x1F"};
   std::mt19937 rng(7);
   std::string tmp = dice::fs::make_temp_dir("dice-text-random");
   std::vector<std::string> paths, texts;
-  for (int f = 0; f < 40; ++f) {
+  for (int f = 0; f < 150; ++f) {
     std::string s;
-    size_t n = 1 + rng() % 120;
+    size_t n = 1 + rng() % 150;
     for (size_t k = 0; k < n; ++k) s += atoms[rng() % atoms.size()];
     texts.push_back(s);
     paths.push_back(tmp + "/r" + std::to_string(f) + ".txt");
