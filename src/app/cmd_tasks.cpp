@@ -1,0 +1,159 @@
+// `dice tasks`: import, inspect and filter task sets (DESIGN §4 "Tasks").
+//   import  --kernelbench DIR [--levels 1,2,3] | --dice-rl FILE | --cuke FILE, then --out F
+//   stats   F                    counts per level and device, difficulty range, infill / solution
+//   show    F ID                 prints one task
+//   filter  F [--levels ..] [--min-difficulty x] [--max-difficulty x] [--device cpu|cuda]
+//             [--with-solution] [--with-infill] [--limit N] --out F2
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "dice/judge/task.h"
+#include "dice/util/error.h"
+#include "subcommand.h"
+
+namespace dice::app {
+namespace {
+
+using judge::Task;
+
+struct ImportArgs {
+  std::string kernelbench, dice_rl, cuke, out;
+  std::vector<int> levels = {1, 2, 3};
+};
+
+void run_import(const ImportArgs& a) {
+  const int sources = !a.kernelbench.empty() + !a.dice_rl.empty() + !a.cuke.empty();
+  DICE_REQUIRE(sources == 1, "dice tasks import needs exactly one of --kernelbench DIR, --dice-rl FILE, --cuke FILE");
+  std::vector<Task> tasks;
+  std::string what;
+  if (!a.kernelbench.empty()) {
+    tasks = judge::import_kernelbench(a.kernelbench, a.levels);
+    what = "KernelBench " + a.kernelbench;
+  } else if (!a.dice_rl.empty()) {
+    tasks = judge::import_dice_rl(a.dice_rl);
+    what = "DICE rl_data " + a.dice_rl;
+  } else {
+    int skipped = 0;
+    tasks = judge::import_cuke(a.cuke, &skipped);
+    what = str("CuKe ", a.cuke, " (", skipped, " record(s) without a PyTorch reference skipped)");
+  }
+  DICE_REQUIRE(!tasks.empty(), "no tasks found in ", what);
+  judge::save_tasks(a.out, tasks);
+  std::printf("wrote %zu tasks from %s to %s\n", tasks.size(), what.c_str(), a.out.c_str());
+}
+
+void print_stats(const std::string& path) {
+  const auto tasks = judge::load_tasks(path);
+  std::printf("%s: %zu tasks\n", path.c_str(), tasks.size());
+  if (tasks.empty()) return;
+  struct Row {
+    long n = 0, infill = 0, solution = 0, cpu = 0, cuda = 0;
+    double dmin = 1e300, dmax = -1e300;
+  };
+  std::map<int, Row> rows;
+  Row total;
+  for (const auto& t : tasks) {
+    for (Row* r : {&rows[t.level], &total}) {
+      ++r->n;
+      r->infill += t.infill.has_value();
+      r->solution += !t.solution.empty();
+      (t.device == "cpu" ? r->cpu : r->cuda)++;
+      r->dmin = std::min(r->dmin, t.difficulty);
+      r->dmax = std::max(r->dmax, t.difficulty);
+    }
+  }
+  std::printf("%-8s %6s %10s %10s %8s %8s %6s %6s\n", "level", "tasks", "diff_min", "diff_max", "infill", "solution", "cpu",
+              "cuda");
+  auto line = [](const std::string& name, const Row& r) {
+    std::printf("%-8s %6ld %10.4g %10.4g %8ld %8ld %6ld %6ld\n", name.c_str(), r.n, r.dmin, r.dmax, r.infill, r.solution,
+                r.cpu, r.cuda);
+  };
+  for (const auto& [level, r] : rows) line(std::to_string(level), r);
+  line("all", total);
+}
+
+void show_task(const std::string& path, const std::string& id) {
+  const auto tasks = judge::load_tasks(path);
+  auto it = std::find_if(tasks.begin(), tasks.end(), [&](const Task& t) { return t.id == id; });
+  DICE_REQUIRE(it != tasks.end(), "no task '", id, "' in ", path, " (", tasks.size(), " tasks; list them with `dice tasks stats`)");
+  std::cout << "id:         " << it->id << "\nlevel:      " << it->level << "\ndifficulty: " << it->difficulty
+            << "\ndevice:     " << it->device << "\n\n--- reference ---\n"
+            << it->reference << (it->reference.empty() || it->reference.back() == '\n' ? "" : "\n");
+  if (it->infill) {
+    std::cout << "\n--- infill prefix ---\n" << it->infill->prefix << "\n--- infill suffix ---\n" << it->infill->suffix << "\n";
+  }
+  if (!it->solution.empty()) std::cout << "\n--- solution ---\n" << it->solution << "\n";
+}
+
+struct FilterArgs {
+  std::string in, out, device;
+  std::vector<int> levels;
+  double min_difficulty = -1e300, max_difficulty = 1e300;
+  bool with_solution = false, with_infill = false;
+  long limit = -1;
+};
+
+void run_filter(const FilterArgs& a) {
+  DICE_REQUIRE(a.device.empty() || a.device == "cpu" || a.device == "cuda", "--device must be cpu or cuda, got '",
+               a.device, "'");
+  const auto tasks = judge::load_tasks(a.in);
+  std::vector<Task> kept;
+  for (const auto& t : tasks) {
+    if (!a.levels.empty() && std::find(a.levels.begin(), a.levels.end(), t.level) == a.levels.end()) continue;
+    if (t.difficulty < a.min_difficulty || t.difficulty > a.max_difficulty) continue;
+    if (!a.device.empty() && t.device != a.device) continue;
+    if (a.with_solution && t.solution.empty()) continue;
+    if (a.with_infill && !t.infill) continue;
+    if (a.limit >= 0 && static_cast<long>(kept.size()) >= a.limit) break;
+    kept.push_back(t);
+  }
+  judge::save_tasks(a.out, kept);
+  std::printf("kept %zu of %zu tasks -> %s\n", kept.size(), tasks.size(), a.out.c_str());
+}
+
+void setup_tasks(CLI::App& cmd) {
+  cmd.require_subcommand(1);
+
+  auto ia = std::make_shared<ImportArgs>();
+  auto* imp = cmd.add_subcommand("import", "import a KernelBench checkout, DICE rl_data or CuKe/alpaca JSON as task JSONL");
+  imp->add_option("--kernelbench", ia->kernelbench, "KernelBench checkout (or its KernelBench/ folder)")
+      ->check(CLI::ExistingDirectory);
+  imp->add_option("--levels", ia->levels, "KernelBench levels to import, e.g. 1,2,3")->delimiter(',');
+  imp->add_option("--dice-rl", ia->dice_rl, "DICE rl_data JSON (end-to-end or infilling records)")->check(CLI::ExistingFile);
+  imp->add_option("--cuke", ia->cuke, "CuKe / alpaca JSON (instruction/input/output or prompt/response)")
+      ->check(CLI::ExistingFile);
+  imp->add_option("--out", ia->out, "output task JSONL")->required();
+  imp->callback([ia] { run_import(*ia); });
+
+  auto sp = std::make_shared<std::string>();
+  auto* st = cmd.add_subcommand("stats", "counts per level, difficulty range, tasks with infill / solution");
+  st->add_option("file", *sp, "task JSONL")->required()->check(CLI::ExistingFile);
+  st->callback([sp] { print_stats(*sp); });
+
+  auto sh = std::make_shared<std::pair<std::string, std::string>>();
+  auto* show = cmd.add_subcommand("show", "print one task");
+  show->add_option("file", sh->first, "task JSONL")->required()->check(CLI::ExistingFile);
+  show->add_option("id", sh->second, "task id")->required();
+  show->callback([sh] { show_task(sh->first, sh->second); });
+
+  auto fa = std::make_shared<FilterArgs>();
+  auto* flt = cmd.add_subcommand("filter", "select tasks by level, difficulty, device, solution / infill");
+  flt->add_option("file", fa->in, "input task JSONL")->required()->check(CLI::ExistingFile);
+  flt->add_option("--levels", fa->levels, "keep these levels, e.g. 1,2")->delimiter(',');
+  flt->add_option("--min-difficulty", fa->min_difficulty, "keep difficulty >= x");
+  flt->add_option("--max-difficulty", fa->max_difficulty, "keep difficulty <= x");
+  flt->add_option("--device", fa->device, "keep tasks of this device (cpu or cuda)");
+  flt->add_flag("--with-solution", fa->with_solution, "keep tasks that carry a solution");
+  flt->add_flag("--with-infill", fa->with_infill, "keep tasks that carry an infill split");
+  flt->add_option("--limit", fa->limit, "keep at most N tasks (in file order)");
+  flt->add_option("--out", fa->out, "output task JSONL")->required();
+  flt->callback([fa] { run_filter(*fa); });
+}
+
+}  // namespace
+
+DICE_SUBCOMMAND("tasks", "import / inspect / filter task sets (KernelBench, DICE rl_data, CuKe, built-in)", setup_tasks);
+
+}  // namespace dice::app
