@@ -248,36 +248,32 @@ struct Tokenizer::Impl {
       }
     }
     thread_local std::vector<int32_t> sym;
-    thread_local std::vector<uint32_t> rank;
+    thread_local std::vector<uint64_t> pair;  // per adjacent pair: rank << 32 | merged id, or kNone
     sym.resize(n);
     for (size_t i = 0; i < n; ++i) sym[i] = byte_id[static_cast<unsigned char>(s[i])];
     if (n > kHeapMinBytes) return bpe_heap(sym, out);
-    constexpr uint32_t kNone = ~0u;
-    auto pair_rank = [&](size_t i, int32_t* merged) {
+    constexpr uint64_t kNone = ~uint64_t{0};
+    auto pair_at = [&](size_t i) {
       const MergeTable::Entry* e = merges.find(sym[i], sym[i + 1]);
-      if (!e) return kNone;
-      if (merged) *merged = e->merged;
-      return e->rank;
+      return e ? (uint64_t{e->rank} << 32) | static_cast<uint32_t>(e->merged) : kNone;
     };
-    rank.resize(n);
-    for (size_t i = 0; i + 1 < n; ++i) rank[i] = pair_rank(i, nullptr);
+    pair.resize(n);
+    for (size_t i = 0; i + 1 < n; ++i) pair[i] = pair_at(i);
     size_t len = n;
     while (len > 1) {
+      // Lowest rank wins; among equal pairs (same rank) the leftmost, as strict < keeps it.
       size_t best = 0;
       for (size_t i = 1; i + 1 < len; ++i)
-        if (rank[i] < rank[best]) best = i;
-      if (rank[best] == kNone) break;
-      int32_t merged = -1;
-      pair_rank(best, &merged);
-      sym[best] = merged;
+        if (pair[i] < pair[best]) best = i;
+      if (pair[best] == kNone) break;
+      sym[best] = static_cast<int32_t>(static_cast<uint32_t>(pair[best]));
       for (size_t i = best + 1; i + 1 < len; ++i) {
         sym[i] = sym[i + 1];
-        rank[i] = rank[i + 1];
+        pair[i] = pair[i + 1];
       }
       --len;
-      if (best + 1 < len) rank[best] = pair_rank(best, nullptr);
-      if (best > 0) rank[best - 1] = pair_rank(best - 1, nullptr);
-      if (best + 1 >= len) rank[best] = kNone;
+      if (best + 1 < len) pair[best] = pair_at(best);
+      if (best > 0) pair[best - 1] = pair_at(best - 1);
     }
     out.insert(out.end(), sym.begin(), sym.begin() + static_cast<long>(len));
   }
