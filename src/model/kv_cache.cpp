@@ -57,6 +57,21 @@ int64_t KVCache::bytes() const {
   return n;
 }
 
+KVCache KVCache::rows(int64_t first, int64_t count) {
+  DICE_REQUIRE(allocated(), "The KV cache was released; allocate a new one.");
+  DICE_REQUIRE(first >= 0 && count > 0 && first + count <= batch_, "KV cache rows [", first, ", ", first + count,
+               ") are outside the cache's ", batch_, " rows.");
+  KVCache view;
+  view.batch_ = count;
+  view.max_len_ = max_len_;
+  for (size_t l = 0; l < k_.size(); ++l) {
+    view.k_.push_back(k_[l].narrow(0, first, count));
+    view.v_.push_back(v_[l].narrow(0, first, count));
+  }
+  view.lengths_ = lengths_.narrow(0, first, count);
+  return view;
+}
+
 void KVCache::write(int64_t layer, const torch::Tensor& k_BHLD, const torch::Tensor& v_BHLD, const torch::Tensor& positions_BL) {
   auto& kc = k(layer);
   auto& vc = v(layer);

@@ -55,9 +55,9 @@ class AttentionImpl : public torch::nn::Module {
     k_norm = register_module("k_norm", RMSNorm(d, c.rms_norm_eps));
   }
 
-  // x_BLH -> [B, L, H]; cos/sin_B1LD in the model dtype.
+  // x_BLH -> [B, L, H]; cos/sin_B1LD in the model dtype; mask from compat::prepare_attention_mask.
   torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_B1LD, const torch::Tensor& sin_B1LD,
-                        const ForwardArgs& a, int64_t layer) {
+                        const torch::Tensor& mask, const ForwardArgs& a, int64_t layer) {
     const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
     auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d})).transpose(1, 2);
     auto k_BHLD = k_norm(torch::linear(x_BLH, k_proj->weight).view({B, L, hkv, d})).transpose(1, 2);
@@ -70,7 +70,7 @@ class AttentionImpl : public torch::nn::Module {
       k_BHKD = a.cache->k(layer).narrow(2, 0, a.kv_span);
       v_BHKD = a.cache->v(layer).narrow(2, 0, a.kv_span);
     }
-    auto o_BHLD = compat::sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, a.mask, 1.0 / std::sqrt(static_cast<double>(d)));
+    auto o_BHLD = compat::sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, mask, 1.0 / std::sqrt(static_cast<double>(d)));
     return torch::linear(o_BHLD.transpose(1, 2).reshape({B, L, hq * d}), o_proj->weight);
   }
 
@@ -103,9 +103,9 @@ class DecoderLayerImpl : public torch::nn::Module {
     input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
   }
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const ForwardArgs& a,
-                        int64_t layer) {
-    x = x + self_attn->forward(input_layernorm(x), cos, sin, a, layer);
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
+                        const ForwardArgs& a, int64_t layer) {
+    x = x + self_attn->forward(input_layernorm(x), cos, sin, mask, a, layer);
     return x + mlp->forward(post_attention_layernorm(x));
   }
   Attention self_attn{nullptr};
@@ -204,14 +204,18 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
     DICE_REQUIRE(a.mask.scalar_type() == torch::kBool, "The attention mask must be bool (true = attend).");
   }
   // RoPE tables for these positions, computed once for all layers (fp32, then the model dtype).
-  auto freqs_BLd = a.positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;
+  auto freqs_BLd = a.positions.to(device_, torch::kFloat32).unsqueeze(-1) * inv_freq_;
   auto emb_BLD = torch::cat({freqs_BLd, freqs_BLd}, -1);
   auto cos_B1LD = emb_BLD.cos().to(dtype_).unsqueeze(1);
   auto sin_B1LD = emb_BLD.sin().to(dtype_).unsqueeze(1);
 
-  auto x_BLH = torch::embedding(embed_weight_, a.ids);
+  // The mask in the form every layer's attention takes (folded over GQA groups, maybe additive).
+  auto mask = compat::prepare_attention_mask(a.mask.defined() ? a.mask.to(device_) : a.mask,
+                                             cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_);
+
+  auto x_BLH = torch::embedding(embed_weight_, a.ids.to(device_));
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
-    x_BLH = layers_[i]->as<DecoderLayerImpl>()->forward(x_BLH, cos_B1LD, sin_B1LD, a, i);
+    x_BLH = layers_[i]->as<DecoderLayerImpl>()->forward(x_BLH, cos_B1LD, sin_B1LD, mask, a, i);
   }
   return norm_(x_BLH);
 }

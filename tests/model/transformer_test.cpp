@@ -107,6 +107,24 @@ TEST(Transformer, KvCacheDecodeEqualsFullForward) {
   EXPECT_EQ(cache.lengths()[0].item<int64_t>(), 8 + 3 * bs);
   EXPECT_EQ(cache.lengths()[1].item<int64_t>(), 4 + 3 * bs);
   EXPECT_GT(cache.bytes(), 0);
+
+  // A view of row 1 decodes one more block exactly like the full cache would, in the same memory.
+  auto row1 = cache.rows(1, 1);
+  EXPECT_EQ(row1.batch(), 1);
+  EXPECT_EQ(row1.lengths()[0].item<int64_t>(), 16);
+  EXPECT_EQ(row1.k(0).data_ptr(), cache.k(0)[1].data_ptr());
+  auto block = torch::randint(V - 1, {1, bs}, torch::kInt64);
+  ForwardArgs d;
+  d.ids = block;
+  d.positions = row1.lengths().unsqueeze(1) + torch::arange(bs, torch::kInt64).unsqueeze(0);
+  d.cache = &row1;
+  d.kv_span = 16 + bs;  // a single row: no mask needed, it attends every slot < 20
+  auto ref = full_block_causal(m, torch::cat({committed[1], block[0]}));
+  EXPECT_LT(max_abs(m->forward(d)[0], ref.narrow(0, ref.size(0) - bs, bs)), 1e-5);
+  row1.advance(bs);
+  EXPECT_EQ(cache.lengths()[1].item<int64_t>(), 20);
+  EXPECT_THROW(cache.rows(1, 2), Error);
+
   cache.release();
   EXPECT_FALSE(cache.allocated());
 }

@@ -23,6 +23,9 @@
 //      decode step: ids [B, 4], positions lengths + 0..3, mask decode_mask(lengths, 4, span),
 //               span = max(lengths) + 4 (from the host; round it up to reduce shape variety)
 //      commit: the same forward with the final tokens (logits_at empty), then advance(4).
+//  - rows(first, count) is a KVCache over a slice of the batch rows that shares this one's memory
+//    (K/V and lengths are views, nothing is copied or allocated): run a forward on a subset of the
+//    sequences (e.g. the active prefix after compaction) against the big cache.
 //  - reset() sets the lengths to 0 and keeps the memory (reuse for the next batch of the same
 //    shape); release() frees the memory (the object is then unusable until reallocated);
 //    destroying the object frees it too.
@@ -56,10 +59,14 @@ class KVCache {
   void release();
   int64_t bytes() const;
 
+  // Rows [first, first + count) as a cache sharing this one's memory (see the contract above).
+  KVCache rows(int64_t first, int64_t count);
+
   // Writes k/v [B, kv_heads, L, head_dim] of `layer` at slots positions_BL (int64 [B, L]).
   void write(int64_t layer, const torch::Tensor& k_BHLD, const torch::Tensor& v_BHLD, const torch::Tensor& positions_BL);
 
  private:
+  KVCache() = default;
   int64_t batch_ = 0;
   int64_t max_len_ = 0;
   std::vector<torch::Tensor> k_, v_;
