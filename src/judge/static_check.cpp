@@ -429,8 +429,9 @@ class Checker {
     for (const auto& st : statements(py_.code, lines_, 0, lines_.size())) {
       std::string rhs;
       auto targets = assignment_targets(st.text, &rhs);
-      if (rhs.find("load_inline") != kNpos || rhs.find("load(") != kNpos)
-        for (auto& t : targets) ext_names_.insert(t.substr(0, t.find('.')));
+      if (rhs.find("load_inline") != kNpos || rhs.find("cpp_extension.load(") != kNpos || starts_with(rhs, "load("))
+        for (auto& t : targets) ext_names_.insert(t);
+      record_from_import(st.text);
       if (starts_with(lstrip(st.text), "import ") || starts_with(lstrip(st.text), "from ")) {
         // "import torch as T", "import time as t": aliases of roots that must not be patched
         const std::string& s = st.text;
@@ -459,6 +460,45 @@ class Checker {
           if (layer) layers_[t.substr(5)] = callee;
         }
       }
+    }
+  }
+
+  // "from torch import matmul", "from torch.nn.functional import relu as r": the bound names are
+  // PyTorch ops when called (allocation helpers and namespaces excepted).
+  void record_from_import(const std::string& text) {
+    std::string_view t = lstrip(text);
+    if (!starts_with(t, "from ")) return;
+    t.remove_prefix(5);
+    t = lstrip(t);
+    size_t sp = 0;
+    while (sp < t.size() && !space_char(t[sp])) ++sp;
+    const std::string mod(t.substr(0, sp));
+    if (mod != "torch" && !starts_with(mod, "torch.")) return;
+    const bool compute_module = starts_with(mod, "torch.nn.functional") || starts_with(mod, "torch.linalg") ||
+                                starts_with(mod, "torch.special") || starts_with(mod, "torch.fft");
+    if (mod != "torch" && !compute_module) return;
+    size_t imp = t.find(" import ");
+    if (imp == kNpos) return;
+    std::string names(t.substr(imp + 8));
+    for (char& c : names)
+      if (c == '(' || c == ')' || c == '\\') c = ' ';
+    size_t start = 0;
+    while (start <= names.size()) {
+      size_t comma = names.find(',', start);
+      if (comma == kNpos) comma = names.size();
+      std::string_view item = strip(std::string_view(names).substr(start, comma - start));
+      start = comma + 1;
+      if (item.empty()) continue;
+      std::string name(item.substr(0, item.find(' ')));
+      std::string bound = name;
+      size_t as = item.find(" as ");
+      if (as != kNpos) bound = std::string(strip(item.substr(as + 4)));
+      static const std::set<std::string> kOk = {
+          "nn", "cuda", "backends", "utils", "autograd", "jit", "Tensor", "Size", "device", "dtype", "float32", "float",
+          "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+          "tensor", "as_tensor", "arange", "no_grad", "inference_mode", "is_tensor", "numel"};
+      if (mod == "torch" && kOk.count(name)) continue;
+      from_imports_[bound] = mod + "." + name;
     }
   }
 
@@ -608,7 +648,11 @@ class Checker {
       full.insert(full.end(), parts.begin() + 1, parts.end());
       parts = full;
     }
-    if (ext_names_.count(parts[0])) return "";
+    if (ext_names_.count(parts[0]) || (parts.size() >= 2 && ext_names_.count(parts[0] + "." + parts[1]))) return "";
+    if (parts.size() == 1) {
+      auto it = from_imports_.find(parts[0]);
+      if (it != from_imports_.end()) return str("imported from ", it->second);
+    }
     if (parts[0] == "torch" && parts.size() >= 2) {
       if (parts[1] == "nn") {
         if (parts.size() >= 3 && parts[2] == "functional") return "a torch.nn.functional op";
@@ -750,7 +794,8 @@ class Checker {
   std::map<std::string, Func> module_funcs_, methods_;
   std::map<std::string, std::string> layers_;   // self.<name> -> nn.<Layer>
   std::map<std::string, std::string> aliases_;  // import X as <alias>
-  std::set<std::string> ext_names_;
+  std::set<std::string> ext_names_;                   // targets of load_inline(...): "ext", "self.ext"
+  std::map<std::string, std::string> from_imports_;  // name bound by "from torch... import" -> origin
   std::set<std::pair<std::string, size_t>> seen_;
   std::map<std::string, size_t> count_;
   std::vector<Finding> findings_;

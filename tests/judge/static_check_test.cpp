@@ -162,6 +162,22 @@ TEST(StaticCheck, TorchOpsInForward) {
                                     "\n\ndef _fallback(x):\n    return torch.relu(x)\n");
   helper = insert_after(helper, anchor, "        return _fallback(x)\n");
   expect_fires(helper, "torch_op_in_forward", line_of(helper, "return torch.relu(x)"));
+  // names bound by from-imports and module aliases are resolved
+  std::string from = insert_after(kHonestCuda, "import torch.nn as nn\n", "from torch.nn.functional import relu as r\n");
+  from = insert_after(from, anchor, "        y = r(x)\n");
+  expect_fires(from, "torch_op_in_forward", line_of(from, "y = r(x)"));
+  std::string alias = insert_after(kHonestCuda, "import torch.nn as nn\n", "import torch.nn.functional as Fn\n");
+  alias = insert_after(alias, anchor, "        y = Fn.softmax(x, dim=0)\n");
+  expect_fires(alias, "torch_op_in_forward", line_of(alias, "Fn.softmax"));
+  // an extension kept on self is the candidate's own code; a layer next to it is still caught
+  std::string self_ext = insert_after(kHonestCuda, "        self.scale = 1.0\n",
+                                      "        self.ext = load_inline(name=\"e\", cpp_sources=cpp_source, functions=[\"relu\"])\n"
+                                      "        self.fc = nn.Linear(4, 4)\n");
+  self_ext = insert_after(self_ext, anchor, "        y = self.ext.relu(x)\n");
+  EXPECT_TRUE(of(static_check(self_ext, "cuda", {}), "torch_op_in_forward").empty())
+      << describe(static_check(self_ext, "cuda", {}));
+  self_ext = insert_after(self_ext, "        y = self.ext.relu(x)\n", "        y = self.fc(y)\n");
+  expect_fires(self_ext, "torch_op_in_forward", line_of(self_ext, "y = self.fc(y)"));
   // torch ops outside forward (module level, __init__) are fine
   std::string init = insert_after(kHonestCuda, "        self.scale = 1.0\n", "        self.w = torch.randn(4).sum()\n");
   EXPECT_TRUE(of(static_check(init, "cuda", {}), "torch_op_in_forward").empty());
