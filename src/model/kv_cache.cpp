@@ -79,7 +79,7 @@ void KVCache::write(int64_t layer, const torch::Tensor& k_BHLD, const torch::Ten
                " but the model produces ", k_BHLD.scalar_type(), "; allocate the cache in the model's dtype.");
   const int64_t B = k_BHLD.size(0), H = k_BHLD.size(1), L = k_BHLD.size(2), D = k_BHLD.size(3);
   // scatter_ along the slot dimension; the expanded index is a view (no allocation).
-  auto idx = positions_BL.to(kc.device(), torch::kInt64).view({B, 1, L, 1}).expand({B, H, L, D});
+  auto idx = positions_BL.to(kc.device(), torch::kInt64).reshape({B, 1, L, 1}).expand({B, H, L, D});
   kc.scatter_(2, idx, k_BHLD);
   vc.scatter_(2, idx, v_BHLD);
 }
