@@ -99,7 +99,7 @@ class MergeTable {
     shift_ = 64;
     for (size_t c = cap; c > 1; c >>= 1) --shift_;
   }
-  // Returns false when the pair is already present (the first, lower rank, wins).
+  // A pair listed twice keeps its last rank, as Hugging Face's merge map does. Returns false then.
   bool insert(int32_t a, int32_t b, uint32_t rank, int32_t merged) {
     uint64_t key = pack(a, b);
     for (size_t i = slot(key);; i = (i + 1) & mask_) {
@@ -107,7 +107,10 @@ class MergeTable {
         slots_[i] = {key, rank, merged};
         return true;
       }
-      if (slots_[i].key == key) return false;
+      if (slots_[i].key == key) {
+        slots_[i] = {key, rank, merged};
+        return false;
+      }
     }
   }
   const Entry* find(int32_t a, int32_t b) const {
