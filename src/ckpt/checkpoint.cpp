@@ -419,8 +419,11 @@ std::string describe(const std::string& ckpt_dir, bool verify) {
   size_t config_lines = std::count(st.config_yaml.begin(), st.config_yaml.end(), '\n');
   row("run config", st.config_yaml.empty() ? "none" : str(config_lines, " lines of resolved YAML"));
 
+  std::vector<std::string> names;
+  for (const auto& e : stdfs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
   std::string files;
-  for (const auto& e : stdfs::directory_iterator(dir)) files += " " + e.path().filename().string();
+  for (const auto& n : names) files += " " + n;
   row("files", files.empty() ? "" : files.substr(1));
 
   if (!verify) {
@@ -429,7 +432,8 @@ std::string describe(const std::string& ckpt_dir, bool verify) {
     auto reasons = check_checkpoint(ckpt_dir, true);
     if (reasons.empty()) {
       int64_t datasets = 0;
-      for (const auto& f : read_complete(dir)["files"]) {
+      const json complete = read_complete(dir);
+      for (const auto& f : complete["files"]) {
         std::string name = f.get<std::string>();
         if (name.size() > 3 && name.compare(name.size() - 3, 3, ".h5") == 0)
           datasets += Store::open((dir / name).string(), kind_of(name)).dataset_stats().first;

@@ -102,7 +102,7 @@ std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int
   TrainState state;
   state.step = step;
   state.stage = "import";
-  state.metrics_json = json{{"imported_from", hf_dir}}.dump();
+  state.metrics_json = json{{"imported_from", stdfs::absolute(hf_dir).lexically_normal().string()}}.dump();
   SaveOptions opts;
   for (const auto& name : hf_side_files()) opts.copy_files.push_back((stdfs::path(hf_dir) / name).string());
   std::string dir = save_checkpoint(run_dir, step, tensors, nullptr, state, opts);

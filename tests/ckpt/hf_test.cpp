@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "ckpt_test_util.h"
@@ -132,7 +133,9 @@ struct RunResult {
 };
 
 RunResult run_dice(const std::string& args) {
-  const std::string bin = std::string(DICE_BINARY_DIR) + "/src/app/dice";
+  // DICE_EXE overrides the built executable (e.g. to test an installed dice).
+  const char* env = std::getenv("DICE_EXE");
+  const std::string bin = env && *env ? std::string(env) : std::string(DICE_BINARY_DIR) + "/src/app/dice";
   EXPECT_TRUE(stdfs::exists(bin)) << "the dice executable is not built (" << bin << "): build the `dice` target";
   std::string cmd = bin + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
