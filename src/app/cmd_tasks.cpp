@@ -4,12 +4,17 @@
 //   show    F ID                 prints one task
 //   filter  F [--levels ..] [--min-difficulty x] [--max-difficulty x] [--device cpu|cuda]
 //             [--with-solution] [--with-infill] [--limit N] --out F2
+//   lint    F [--device cpu|cuda]     static checks on every task's solution (honest sets: no findings)
+//   metrics F VERDICTS [--fast-p 0,1,2] [--pass-k 1,5,10] [--out M.json]   KernelBench metrics
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
 
+#include "dice/judge/metrics.h"
+#include "dice/judge/static_check.h"
 #include "dice/judge/task.h"
+#include "dice/util/fs.h"
 #include "dice/util/error.h"
 #include "subcommand.h"
 
@@ -113,6 +118,39 @@ void run_filter(const FilterArgs& a) {
   std::printf("kept %zu of %zu tasks -> %s\n", kept.size(), tasks.size(), a.out.c_str());
 }
 
+// Static checks on each solution with the default modes; exits non-zero (an Error) on any reject.
+void run_lint(const std::string& path, const std::string& device) {
+  long with_solution = 0, flagged = 0, rejected = 0;
+  for (const auto& t : judge::load_tasks(path)) {
+    if (t.solution.empty()) continue;
+    ++with_solution;
+    const auto findings = judge::static_check(t.solution, device.empty() ? t.device : device, judge::StaticCheckConfig{});
+    if (findings.empty()) continue;
+    ++flagged;
+    rejected += judge::has_reject(findings);
+    for (const auto& f : findings)
+      std::printf("%s: %s %s: %s\n", t.id.c_str(), f.severity.c_str(), f.check.c_str(), f.detail.c_str());
+  }
+  std::printf("%ld solutions checked, %ld with findings, %ld rejected\n", with_solution, flagged, rejected);
+  DICE_REQUIRE(rejected == 0, rejected, " solution(s) in ", path, " fail the static checks (see above)");
+}
+
+struct MetricsArgs {
+  std::string tasks, verdicts, out;
+  judge::MetricsOptions opts;
+};
+
+void run_metrics(const MetricsArgs& a) {
+  const auto tasks = judge::load_tasks(a.tasks);
+  const auto verdicts = judge::load_verdicts(a.verdicts);
+  const auto m = judge::compute_metrics(verdicts, tasks, a.opts);
+  std::printf("%s", judge::metrics_summary(m).c_str());
+  if (!a.out.empty()) {
+    fs::write_file_atomic(a.out, judge::metrics_to_json(m) + "\n");
+    std::printf("metrics written to %s\n", a.out.c_str());
+  }
+}
+
 void setup_tasks(CLI::App& cmd) {
   cmd.require_subcommand(1);
 
@@ -150,6 +188,26 @@ void setup_tasks(CLI::App& cmd) {
   flt->add_option("--limit", fa->limit, "keep at most N tasks (in file order)");
   flt->add_option("--out", fa->out, "output task JSONL")->required();
   flt->callback([fa] { run_filter(*fa); });
+
+  auto la = std::make_shared<std::pair<std::string, std::string>>();
+  auto* lint = cmd.add_subcommand("lint", "run the static checks on every task's solution");
+  lint->add_option("file", la->first, "task JSONL")->required()->check(CLI::ExistingFile);
+  lint->add_option("--device", la->second, "judge the solutions as this form (default: each task's device)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  lint->callback([la] { run_lint(la->first, la->second); });
+
+  auto ma = std::make_shared<MetricsArgs>();
+  auto* met = cmd.add_subcommand("metrics", "KernelBench metrics (exec, fast_p, geomean speedup, pass@k) of verdicts");
+  met->add_option("file", ma->tasks, "task JSONL (the denominator: missing samples count as failures)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  met->add_option("verdicts", ma->verdicts, "verdict JSONL (dice judge output, or records with a 'verdict' field)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  met->add_option("--fast-p", ma->opts.fast_p, "speedup thresholds, e.g. 0,1,2")->delimiter(',');
+  met->add_option("--pass-k", ma->opts.pass_k, "k values for pass@k, e.g. 1,5,10")->delimiter(',');
+  met->add_option("--out", ma->out, "write the metrics as JSON");
+  met->callback([ma] { run_metrics(*ma); });
 }
 
 }  // namespace

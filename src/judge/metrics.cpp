@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "dice/util/error.h"
+#include "dice/util/fs.h"
 
 namespace dice::judge {
 
@@ -140,6 +141,34 @@ Metrics compute_metrics(const std::vector<Verdict>& verdicts, const std::vector<
   m.overall = finish(all, n, opts);
   for (const auto& [level, acc] : levels) m.by_level[level] = finish(acc, n, opts);
   return m;
+}
+
+std::vector<Verdict> load_verdicts(const std::string& path) {
+  const std::string text = fs::read_file(path);
+  std::vector<Verdict> out;
+  size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j.is_object() && j.contains("verdict") && j["verdict"].is_object()) {
+        nlohmann::json v = j["verdict"];
+        if (!v.contains("task_id") && j.contains("task_id")) v["task_id"] = j["task_id"];
+        j = std::move(v);
+      }
+      out.push_back(j.get<Verdict>());
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(str(path, ":", line_no, ": not a verdict record (", e.what(), ")"));
+    } catch (const Error& e) {
+      throw Error(str(path, ":", line_no, ": ", e.what()));
+    }
+  }
+  return out;
 }
 
 std::string metrics_to_json(const Metrics& m, int indent) {

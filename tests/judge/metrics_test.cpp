@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "dice/util/error.h"
+#include "dice/util/fs.h"
 
 namespace dice::judge {
 namespace {
@@ -165,6 +166,28 @@ TEST(Metrics, PassAtKEstimator) {
   EXPECT_THROW(pass_at_k(3, 1, 4), Error);
   EXPECT_THROW(pass_at_k(3, 4, 1), Error);
   EXPECT_THROW(pass_at_k(0, 0, 1), Error);
+}
+
+TEST(Metrics, LoadVerdictsFromJsonl) {
+  const std::string dir = fs::make_temp_dir("dice_metrics_test");
+  const std::string path = dir + "/v.jsonl";
+  fs::write_file(path,
+                 "{\"task_id\":\"A\",\"compiled\":true,\"correct\":true,\"speedup\":1.5,\"reward\":1}\n\n"
+                 "{\"task_id\":\"B\",\"sample_id\":2,\"verdict\":{\"compiled\":false,\"failure\":\"compile_error\"}}\n");
+  const auto vs = load_verdicts(path);
+  ASSERT_EQ(vs.size(), 2u);
+  EXPECT_EQ(vs[0].task_id, "A");
+  EXPECT_TRUE(vs[0].correct);
+  EXPECT_DOUBLE_EQ(vs[0].speedup, 1.5);
+  EXPECT_EQ(vs[1].task_id, "B");
+  EXPECT_EQ(vs[1].failure, Failure::kCompileError);
+  fs::write_file(path, "{\"task_id\":\"A\"}\n{\"task_id\":\"B\",\"failure\":\"exploded\"}\n");
+  try {
+    load_verdicts(path);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("v.jsonl:2"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Metrics, DuplicateTaskIdsAreRejected) {

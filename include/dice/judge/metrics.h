@@ -62,6 +62,11 @@ struct Metrics {
 Metrics compute_metrics(const std::vector<Verdict>& verdicts, const std::vector<Task>& tasks,
                         const MetricsOptions& opts = {});
 
+// Reads verdicts from JSONL: either verdict records (task_id, compiled, correct, speedup, failure,
+// findings, ...) or sample records that carry the verdict under "verdict" (rollouts, eval results;
+// the record's task_id is used when the verdict has none). Errors name file:line.
+std::vector<Verdict> load_verdicts(const std::string& path);
+
 // 1 - C(n - c, k) / C(n, k), computed as a product (no factorials, no overflow). Requires
 // 0 <= c <= n and 1 <= k <= n; throws dice::Error otherwise.
 double pass_at_k(int n, int c, int k);
