@@ -524,9 +524,14 @@ class Checker {
     const bool builds = !find_tokens(py_.code, "load_inline", true).empty() ||
                         !find_tokens(py_.code, "cpp_extension", true).empty();
     if (device_ == "cuda") {
-      bool kernel = false;
-      for (const auto& [text, base] : cpp_) kernel = kernel || !find_tokens(text, "__global__", true).empty();
+      bool kernel = false, launch = false;
+      for (const auto& [text, base] : cpp_) {
+        kernel = kernel || !find_tokens(text, "__global__", true).empty();
+        launch = launch || text.find("<<<") != kNpos || text.find("cudaLaunchKernel") != kNpos ||
+                 text.find("cudaLaunchCooperativeKernel") != kNpos;
+      }
       if (!kernel) add("no_kernel", kNpos, "no __global__ kernel in the candidate's CUDA sources");
+      else if (!launch) add("no_kernel", kNpos, "a __global__ kernel is defined but never launched (no <<<...>>>)");
       else if (!builds) add("no_kernel", kNpos, "the CUDA source is never built (no load_inline / cpp_extension)");
     } else {
       bool body = false;

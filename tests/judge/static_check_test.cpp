@@ -136,6 +136,11 @@ TEST(StaticCheck, NoKernel) {
   unbuilt.replace(unbuilt.find("ext = load_inline("), 18, "ext = make_module(");
   unbuilt.replace(unbuilt.find("from torch.utils.cpp_extension import load_inline"), 49, "import os");
   expect_fires(unbuilt, "no_kernel");
+  // a kernel that is defined but never launched
+  std::string dead = kHonestCuda;
+  const size_t launch = dead.find("  relu_kernel<<<");
+  dead.erase(launch, dead.find("x.numel());\n", launch) + 12 - launch);
+  expect_fires(dead, "no_kernel");
   // CPU form without any C++ source or build
   const std::string plain = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a\n";
   expect_fires(plain, "no_kernel", 0, "cpu");

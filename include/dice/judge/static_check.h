@@ -6,8 +6,8 @@
 // literals blanked. Findings carry "line N: ..." in `detail` (1-based lines of the candidate file).
 //
 // Checks (key = Finding::check = config key) and what fires them:
-//   no_kernel            CUDA form: no `__global__` in any C++ string, or no load_inline /
-//                        cpp_extension use. CPU form: no load_inline, or no string holding a C++
+//   no_kernel            CUDA form: no `__global__` in any C++ string, no launch (<<<...>>> or
+//                        cudaLaunchKernel), or no load_inline / cpp_extension use. CPU form: no load_inline, or no string holding a C++
 //                        function body.
 //   torch_op_in_forward  inside ModelNew.forward (and the module functions / ModelNew methods it
 //                        calls): torch.<op>( except allocation and shape helpers (torch.empty*,
