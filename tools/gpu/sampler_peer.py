@@ -97,9 +97,55 @@ class OwnQwen3(torch.nn.Module):
         self.dtype = dtype
 
     @staticmethod
+    def from_hf_dir(model_dir, dtype, device):
+        """Reads config.json and safetensors (one file or an index of shards) without transformers."""
+        import os
+        cfg = json.load(open(os.path.join(model_dir, "config.json")))
+        shape = "hf"
+        SHAPES[shape] = (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"],
+                         cfg["num_key_value_heads"], cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]),
+                         cfg["intermediate_size"])
+        global VOCAB
+        VOCAB = cfg["vocab_size"]
+        index = os.path.join(model_dir, "model.safetensors.index.json")
+        files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+        kinds = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+        w = {}
+        for f in files:
+            raw = open(os.path.join(model_dir, f), "rb").read()
+            n = int.from_bytes(raw[:8], "little")
+            header = json.loads(raw[8:8 + n])
+            for name, e in header.items():
+                if name == "__metadata__":
+                    continue
+                b, end = e["data_offsets"]
+                buf = bytearray(raw[8 + n + b: 8 + n + end])
+                t = torch.frombuffer(buf, dtype=kinds[e["dtype"]]) if len(buf) else torch.empty(0)
+                w[name] = t.reshape(e["shape"]).to(device=device, dtype=dtype)
+        m = OwnQwen3(shape, dtype, device)
+        m.embed = w["model.embed_tokens.weight"]
+        m.norm = w["model.norm.weight"]
+        m.lm_head = w.get("lm_head.weight", m.embed)
+        names = dict(ln1="input_layernorm", ln2="post_attention_layernorm", qn="self_attn.q_norm",
+                     kn="self_attn.k_norm", wq="self_attn.q_proj", wk="self_attn.k_proj", wv="self_attn.v_proj",
+                     wo="self_attn.o_proj", wg="mlp.gate_proj", wu="mlp.up_proj", wd="mlp.down_proj")
+        for i, layer in enumerate(m.layers):
+            for k, hf in names.items():
+                layer[k] = w[f"model.layers.{i}.{hf}.weight"]
+        return m, cfg.get("mask_token_id", MASK_ID)
+
+    @staticmethod
     def rms(x, w):
         xf = x.float()
         return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def attention(q, k, v, allow):
+    if hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allow)
+    s = (q @ k.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])  # torch < 2.0
+    s = s.masked_fill(~allow, float("-inf"))
+    return torch.softmax(s, -1).to(v.dtype) @ v
 
 
 class OwnRunner:
@@ -132,8 +178,7 @@ class OwnRunner:
             if keep:
                 self.k[i], self.v[i] = K, V
             rep = m.q // m.kv
-            o = torch.nn.functional.scaled_dot_product_attention(
-                qh, K.repeat_interleave(rep, 1), V.repeat_interleave(rep, 1), attn_mask=allow)
+            o = attention(qh, K.repeat_interleave(rep, 1), V.repeat_interleave(rep, 1), allow)
             x = x + o.transpose(1, 2).reshape(B, L, -1) @ w["wo"].T
             y = m.rms(x, w["ln2"])
             x = x + (torch.nn.functional.silu(y @ w["wg"].T) * (y @ w["wu"].T)) @ w["wd"].T
@@ -175,7 +220,7 @@ def generate(runner, prompt, max_new, block=4, steps=4, temperature=0.0, mask_id
             logits = runner.forward(blk, cur, allow, keep=False).float()
             if temperature <= 0:
                 x0 = logits.argmax(-1)
-                conf = torch.softmax(logits, -1).gather(-1, x0[..., None]).squeeze(-1)
+                conf = (logits.gather(-1, x0[..., None]).squeeze(-1) - logits.logsumexp(-1)).exp()
             else:
                 p = torch.softmax(logits / temperature, -1)
                 x0 = torch.multinomial(p.view(-1, p.shape[-1]), 1, generator=gen).view(B, block)
@@ -217,21 +262,27 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     impl = "transformers"
+    mask_id = MASK_ID
     try:
         if a.own:
             raise ImportError("--own")
         model = make_hf_model(a.shape, dtype, dev, a.model_dir or None)
         runner = HFRunner(model)
-    except ImportError as e:
         if a.model_dir:
-            sys.exit(f"sampler_peer: transformers is needed to load {a.model_dir} ({e})")
+            mask_id = json.load(open(a.model_dir + "/config.json")).get("mask_token_id", MASK_ID)
+    except ImportError:
         impl = "own-pytorch"
-        runner = OwnRunner(OwnQwen3(a.shape, dtype, dev))
+        if a.model_dir:
+            own, mask_id = OwnQwen3.from_hf_dir(a.model_dir, dtype, dev)
+        else:
+            own = OwnQwen3(a.shape, dtype, dev)
+        runner = OwnRunner(own)
+    print(f"sampler_peer: {impl} model on {dev}", file=sys.stderr)
     if a.mode == "greedy":
         prompts = json.load(open(a.prompts))
         res, maps = [], []
         for p in prompts:
-            t, s = generate(runner, torch.tensor([p], device=dev), a.max_new, temperature=0.0)
+            t, s = generate(runner, torch.tensor([p], device=dev), a.max_new, temperature=0.0, mask_id=mask_id)
             res.append(t[0].tolist())
             maps.append(s[0].tolist())
         json.dump({"impl": impl, "responses": res, "step_maps": maps}, open(a.out, "w"))

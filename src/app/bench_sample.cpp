@@ -1,0 +1,310 @@
+// `dice bench sample`: tokens/s of the block-diffusion sampler at SDAR shapes (random weights),
+// beside a straightforward PyTorch SDAR loop (tools/gpu/sampler_peer.py) run in the same call,
+// and beside the roofline (weights + KV bytes per forward / HBM bandwidth; FLOPs / bf16 peak).
+// `--greedy-check` compares greedy tokens with the peer's on one shared random model instead.
+//   dice/rollout/sampler.h   the sampler
+//   dice/model/*             model shapes, random weights, HF folder writer
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "dice/model/config.h"
+#include "dice/model/safetensors.h"
+#include "dice/model/transformer.h"
+#include "dice/rollout/sampler.h"
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+#include "dice/util/log.h"
+#include "dice/util/timer.h"
+
+namespace dice::app {
+namespace {
+
+struct SampleBenchArgs {
+  std::vector<std::string> shapes = {"sdar-1.7b", "sdar-4b"};
+  std::vector<int64_t> batches = {1, 32, 128};
+  std::vector<std::string> strategies = {"static", "dynamic"};
+  int64_t prompt_len = 512;
+  int64_t max_new = 4096;
+  int64_t max_new_large = 0;  // batches >= 32 (0 = max_new)
+  int64_t peer_max_new = 0;   // 0 = same as dice
+  double temperature = 1.0;
+  bool peer = true;
+  std::string peer_script = std::string(DICE_SOURCE_DIR) + "/tools/gpu/sampler_peer.py";
+  std::string python = DICE_PYTHON;
+  std::string json_out;
+  bool greedy_check = false;
+  std::string work_dir = "/tmp/dice-bench-sample";
+  int64_t check_every = 8;
+  double hbm_bytes_per_s = 4.8e12;
+  double peak_flops = 790e12;
+};
+
+torch::Device bench_device() { return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
+
+// A model of the shape with N(0, 0.02^2) matrices (norms 1), made on the device (fast at GPU sizes).
+model::Transformer random_model(const std::string& shape, torch::Dtype dtype, torch::Device dev, uint64_t seed,
+                                bool round_to_bf16) {
+  torch::NoGradGuard ng;
+  auto cfg = model::ModelConfig::preset(shape);
+  model::Transformer m(cfg, dtype, dev);
+  torch::manual_seed(seed);
+  for (auto& p : m->named_parameters(true)) {
+    if (p.key().find("norm") != std::string::npos) p.value().fill_(1.0);
+    else p.value().normal_(0.0, 0.02);
+    if (round_to_bf16) p.value().copy_(p.value().to(torch::kBFloat16));
+  }
+  return m;
+}
+
+// Static lockstep schedule at batch B: per block, `steps` denoising forwards (lm_head on the block)
+// and one commit forward (no lm_head), every forward over B x W tokens; KV read = all slots so far.
+struct Roofline {
+  double seconds = 0, bytes = 0, flops = 0;
+};
+Roofline roofline(const model::ModelConfig& c, int64_t B, int64_t prompt_len, int64_t max_new, int64_t W, int64_t steps,
+                  double bw, double peak) {
+  const double elt = 2;  // bf16
+  const double layer_params = c.num_hidden_layers * (c.hidden_size * (c.num_attention_heads + 2 * c.num_key_value_heads) *
+                                                     c.head_dim + c.num_attention_heads * c.head_dim * c.hidden_size +
+                                                     3.0 * c.hidden_size * c.intermediate_size);
+  const double head_params = static_cast<double>(c.vocab_size) * c.hidden_size;
+  const double kv_per_token = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * elt;
+  Roofline r;
+  const int64_t first = prompt_len / W * W;
+  for (int64_t pos = first; pos < prompt_len + max_new; pos += W) {
+    const double span = static_cast<double>(pos + W);
+    for (int64_t f = 0; f <= steps; ++f) {
+      const bool commit = f == steps;
+      const double params = layer_params + (commit ? 0 : head_params);
+      const double tokens = static_cast<double>(B * W);
+      const double bytes = params * elt + B * span * kv_per_token;
+      const double attn = 4.0 * tokens * span * c.num_attention_heads * c.head_dim * c.num_hidden_layers;
+      const double flops = 2.0 * params * tokens + attn;
+      r.bytes += bytes;
+      r.flops += flops;
+      r.seconds += std::max(bytes / bw, flops / peak);
+    }
+  }
+  return r;
+}
+
+std::vector<std::vector<int64_t>> random_prompts(int64_t B, int64_t L, uint64_t seed) {
+  std::vector<std::vector<int64_t>> p(static_cast<size_t>(B));
+  uint64_t x = seed;
+  for (auto& v : p)
+    for (int64_t i = 0; i < L; ++i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      v.push_back(static_cast<int64_t>((x >> 33) % 151643));
+    }
+  return p;
+}
+
+std::string run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  DICE_REQUIRE(f, "Could not start: ", cmd);
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  int rc = pclose(f);
+  DICE_REQUIRE(rc == 0, "The peer failed (exit ", rc, "): ", cmd, "\n", out);
+  return out;
+}
+
+nlohmann::json last_json_line(const std::string& out) {
+  std::istringstream is(out);
+  std::string line, last;
+  while (std::getline(is, line))
+    if (!line.empty() && line[0] == '{') last = line;
+  DICE_REQUIRE(!last.empty(), "The peer printed no JSON result:\n", out);
+  return nlohmann::json::parse(last);
+}
+
+void run_throughput(const SampleBenchArgs& a) {
+  const auto dev = bench_device();
+  const auto dtype = dev.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  if (!dev.is_cuda()) log::warn("bench sample: no GPU; running on CPU (numbers are not meaningful)");
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("%-10s %5s %-8s %7s %11s %11s %7s %11s %7s\n", "shape", "batch", "strategy", "new", "dice tok/s",
+              "peer tok/s", "ratio", "roof tok/s", "of roof");
+  auto max_new_for = [&](int64_t B) { return (B >= 32 && a.max_new_large > 0) ? a.max_new_large : a.max_new; };
+  for (const auto& shape : a.shapes) {
+    // The peers first, while this process holds no GPU memory.
+    std::vector<double> peer_tps(a.batches.size(), 0.0);
+    std::vector<std::string> peer_impl(a.batches.size());
+    for (size_t bi = 0; a.peer && bi < a.batches.size(); ++bi) {
+      const int64_t B = a.batches[bi], max_new = max_new_for(B);
+      const int64_t pn = a.peer_max_new > 0 ? std::min(a.peer_max_new, max_new) : max_new;
+      std::string cmd = str(a.python, " ", a.peer_script, " --mode bench --shape ", shape, " --batch ", B,
+                            " --prompt-len ", a.prompt_len, " --max-new ", pn, " --temperature ", a.temperature, " 2>&1");
+      auto j = last_json_line(run_capture(cmd));
+      peer_tps[bi] = j["tokens_per_s"].get<double>();
+      peer_impl[bi] = j["impl"].get<std::string>();
+      log::info("bench sample: peer ", shape, " batch ", B, ": ", peer_tps[bi], " tok/s (", peer_impl[bi], ", ", pn,
+                " new tokens)");
+    }
+    Timer mt;
+    auto m = random_model(shape, dtype, dev, 1, false);
+    log::info("bench sample: ", shape, " random weights on ", dev.str(), " in ", mt.elapsed_s(), " s");
+    for (size_t bi = 0; bi < a.batches.size(); ++bi) {
+      const int64_t B = a.batches[bi], max_new = max_new_for(B);
+      const double ptps = peer_tps[bi];
+      for (const auto& strategy : a.strategies) {
+        rollout::SamplerConfig c;
+        c.block_size = 4;
+        c.steps = 4;
+        c.strategy = strategy;
+        c.threshold = 0.9;
+        c.temperature = a.temperature;
+        c.max_new_tokens = max_new;
+        c.stop_ids = {};
+        c.max_batch = B;
+        c.max_len = (a.prompt_len + max_new + 3) / 4 * 4;
+        c.check_every = a.check_every;
+        rollout::Sampler s(m, c);
+        s.generate(random_prompts(B, std::min<int64_t>(a.prompt_len, 64), 3), 0);  // warm-up
+        auto prompts = random_prompts(B, a.prompt_len, 11);
+        if (dev.is_cuda()) torch::cuda::synchronize();
+        Timer t;
+        auto recs = s.generate(prompts, 0);
+        if (dev.is_cuda()) torch::cuda::synchronize();
+        const double sec = t.elapsed_s();
+        int64_t tokens = 0;
+        for (const auto& r : recs) tokens += static_cast<int64_t>(r.response_ids.size());
+        const double tps = tokens / sec;
+        auto roof = roofline(m->config(), B, a.prompt_len, max_new, 4, 4, a.hbm_bytes_per_s, a.peak_flops);
+        const double roof_tps = B * max_new / roof.seconds;
+        std::printf("%-10s %5ld %-8s %7ld %11.1f %11.1f %6.2fx %11.1f %6.1f%%\n", shape.c_str(), static_cast<long>(B),
+                    strategy.c_str(), static_cast<long>(max_new), tps, ptps, ptps > 0 ? tps / ptps : 0.0, roof_tps,
+                    100.0 * tps / roof_tps);
+        std::fflush(stdout);
+        results.push_back({{"shape", shape}, {"batch", B}, {"strategy", strategy}, {"prompt_len", a.prompt_len},
+                           {"max_new", max_new}, {"tokens", tokens}, {"seconds", sec}, {"tokens_per_s", tps},
+                           {"forwards", s.last_stats().forwards}, {"prefill_s", s.last_stats().prefill_s},
+                           {"peer_tokens_per_s", ptps}, {"peer_impl", peer_impl[bi]},
+                           {"ratio", ptps > 0 ? tps / ptps : 0.0}, {"roofline_tokens_per_s", roof_tps},
+                           {"roofline_fraction", tps / roof_tps}, {"roofline_bytes", roof.bytes},
+                           {"roofline_flops", roof.flops}});
+        s.release();
+      }
+    }
+  }
+  if (!a.json_out.empty()) fs::write_file_atomic(a.json_out, results.dump(1) + "\n");
+}
+
+// Greedy tokens of dice == the peer's on one random model (fp32 compute, bf16-exact weights), for
+// prompts of several lengths (the first decode block holds 0..3 prompt tokens) decoded as one batch
+// by dice and one at a time by the peer.
+void run_greedy_check(const SampleBenchArgs& a) {
+  const auto dev = bench_device();
+  const std::string shape = a.shapes.empty() ? "sdar-1.7b" : a.shapes[0];
+  const std::string dir = a.work_dir + "/" + shape;
+  const int64_t max_new = a.max_new;
+  auto m = random_model(shape, torch::kFloat32, dev, 5, true);
+  {
+    Timer t;
+    std::string cmd = "mkdir -p '" + dir + "'";
+    DICE_REQUIRE(std::system(cmd.c_str()) == 0, "Could not create ", dir);
+    model::save_hf_weights(dir, m->state_dict(torch::kBFloat16));
+    fs::write_file(dir + "/config.json", m->config().to_json());
+    log::info("bench sample: wrote ", shape, " random weights to ", dir, " in ", t.elapsed_s(), " s");
+  }
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t L : {37, 64, 101, 130}) prompts.push_back(random_prompts(1, L, 100 + L)[0]);
+  rollout::SamplerConfig c;
+  c.strategy = "static";
+  c.temperature = 0;
+  c.max_new_tokens = max_new;
+  c.stop_ids = {};
+  c.max_batch = static_cast<int64_t>(prompts.size());
+  c.max_len = 130 + max_new + 8;
+  rollout::Sampler s(m, c);
+  auto recs = s.generate(prompts);
+
+  nlohmann::json pj = prompts;
+  fs::write_file(dir + "/prompts.json", pj.dump());
+  std::string cmd = str(a.python, " ", a.peer_script, " --mode greedy --model-dir ", dir, " --prompts ", dir,
+                        "/prompts.json --max-new ", max_new, " --dtype float32 --out ", dir, "/peer.json 2>&1");
+  run_capture(cmd);
+  auto peer = nlohmann::json::parse(fs::read_file(dir + "/peer.json"));
+  int64_t equal_tokens = 0, total = 0;
+  bool all_equal = true;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto want = peer["responses"][i].get<std::vector<int64_t>>();
+    auto want_steps = peer["step_maps"][i].get<std::vector<int64_t>>();
+    const auto& got = recs[i].response_ids;
+    size_t first_diff = std::min(want.size(), got.size());
+    for (size_t j = 0; j < std::min(want.size(), got.size()); ++j)
+      if (want[j] != got[j]) {
+        first_diff = j;
+        break;
+      }
+    for (size_t j = 0; j < std::min(want.size(), got.size()); ++j) equal_tokens += want[j] == got[j];
+    total += static_cast<int64_t>(want.size());
+    const bool eq = want == got && want_steps == recs[i].step_map;
+    all_equal = all_equal && eq;
+    std::printf("greedy prompt %zu (len %zu): %s  tokens %zu/%zu, first difference at %zu, step maps %s\n", i,
+                prompts[i].size(), eq ? "EQUAL" : "DIFFERENT", got.size(), want.size(), first_diff,
+                want_steps == recs[i].step_map ? "equal" : "different");
+  }
+  std::printf("greedy-equality %s: %ld of %ld tokens equal (dice batch of %zu vs peer [%s] one by one, %s fp32)\n",
+              all_equal ? "PASS" : "FAIL", static_cast<long>(equal_tokens), static_cast<long>(total), prompts.size(),
+              peer["impl"].get<std::string>().c_str(), shape.c_str());
+  DICE_REQUIRE(all_equal, "dice's greedy tokens differ from the peer's (see above).");
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::string cur;
+  for (char ch : s + ",") {
+    if (ch == ',') {
+      if (!cur.empty()) v.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  return v;
+}
+
+void setup(CLI::App& cmd) {
+  auto a = std::make_shared<SampleBenchArgs>();
+  auto shapes = std::make_shared<std::string>("sdar-1.7b,sdar-4b");
+  auto batches = std::make_shared<std::string>("1,32,128");
+  auto strategies = std::make_shared<std::string>("static,dynamic");
+  cmd.add_option("--shapes", *shapes, "model shapes (presets), comma-separated");
+  cmd.add_option("--batches", *batches, "batch sizes, comma-separated");
+  cmd.add_option("--strategies", *strategies, "unmasking strategies, comma-separated");
+  cmd.add_option("--prompt-len", a->prompt_len, "prompt tokens");
+  cmd.add_option("--max-new-tokens", a->max_new, "new tokens per sequence");
+  cmd.add_option("--max-new-large", a->max_new_large, "new tokens for batches >= 32 (0 = --max-new-tokens)");
+  cmd.add_option("--peer-max-new", a->peer_max_new, "new tokens for the peer (0 = same as dice)");
+  cmd.add_option("--temperature", a->temperature, "sampling temperature");
+  cmd.add_option("--check-every", a->check_every, "sampler.check_every");
+  cmd.add_flag("!--no-peer", a->peer, "skip the PyTorch peer");
+  cmd.add_option("--peer-script", a->peer_script, "the peer script");
+  cmd.add_option("--python", a->python, "python with torch (+ transformers) for the peer");
+  cmd.add_option("--json", a->json_out, "write results as JSON");
+  cmd.add_flag("--greedy-check", a->greedy_check, "compare greedy tokens with the peer (first shape)");
+  cmd.add_option("--work-dir", a->work_dir, "where --greedy-check writes its model");
+  cmd.callback([a, shapes, batches, strategies] {
+    a->shapes = split(*shapes);
+    a->strategies = split(*strategies);
+    a->batches.clear();
+    for (const auto& b : split(*batches)) a->batches.push_back(std::stoll(b));
+    if (a->greedy_check) run_greedy_check(*a);
+    else run_throughput(*a);
+  });
+}
+
+}  // namespace
+
+DICE_BENCH("sample", "block-diffusion sampler tokens/s vs a PyTorch SDAR loop and the roofline", setup);
+
+}  // namespace dice::app

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sampler check + benchmark on the GPU node (about 4-5 minutes). Run at the repo root after
+#   cmake -S . -B build-gpu -G Ninja && ninja -C build-gpu
+# Writes $OUT/sampler_greedy.txt, $OUT/sampler_bench.txt and $OUT/sampler_bench.json.
+#  1. greedy equality at the SDAR-1.7B shape: dice (one batch of 4 prompts of lengths 37..130,
+#     fp32, static, block 4 / 4 steps) vs tools/gpu/sampler_peer.py (HF transformers Qwen3 with
+#     4-D masks, one prompt at a time) on the same random weights: tokens and step maps equal.
+#  2. tokens/s at SDAR-1.7B and SDAR-4B shapes, batch 1 / 32 / 128, prompt 512, static and
+#     dynamic 0.9, beside the peer (static) and the roofline (4.8 TB/s, 790 TFLOP/s).
+# Override lengths with SAMPLER_NEW (dice new tokens, default 256), SAMPLER_PEER_NEW (peer, 64),
+# SAMPLER_GREEDY_NEW (64); PYTHON picks the interpreter with torch + transformers.
+set -uo pipefail
+OUT=${OUT:-/tmp/dice-sampler-out}
+mkdir -p "$OUT"
+DICE=${DICE:-build-gpu/dice}
+PY=${PYTHON:-python3}
+NEW=${SAMPLER_NEW:-256}
+PEER_NEW=${SAMPLER_PEER_NEW:-64}
+GREEDY_NEW=${SAMPLER_GREEDY_NEW:-64}
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+"$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" \
+  || echo "WARNING: transformers missing: the peer falls back to its own PyTorch Qwen3"
+
+echo "== 1. greedy equality (sdar-1.7b shape) =="
+start=$(date +%s)
+"$DICE" bench sample --greedy-check --shapes sdar-1.7b --max-new-tokens "$GREEDY_NEW" --python "$PY" \
+  --work-dir /tmp/dice-bench-sample 2>&1 | tee "$OUT/sampler_greedy.txt"
+greedy_rc=${PIPESTATUS[0]}
+rm -rf /tmp/dice-bench-sample
+echo "(greedy check: exit $greedy_rc, $(( $(date +%s) - start )) s)"
+
+echo "== 2. throughput =="
+start=$(date +%s)
+"$DICE" bench sample --shapes sdar-1.7b,sdar-4b --batches 1,32,128 --strategies static,dynamic \
+  --prompt-len 512 --max-new-tokens "$NEW" --peer-max-new "$PEER_NEW" --python "$PY" \
+  --json "$OUT/sampler_bench.json" 2>&1 | tee "$OUT/sampler_bench.txt"
+bench_rc=${PIPESTATUS[0]}
+echo "(benchmark: exit $bench_rc, $(( $(date +%s) - start )) s)"
+echo "targets: batch 128 static >= 6x peer and >= 50% of roofline; batch 1 >= 10x peer"
+exit $(( greedy_rc != 0 || bench_rc != 0 ))
