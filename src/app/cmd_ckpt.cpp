@@ -16,12 +16,15 @@ namespace {
 
 namespace stdfs = std::filesystem;
 
-// A checkpoint directory itself, or the newest complete checkpoint of a run directory.
-std::string resolve_checkpoint(const std::string& path, bool verify) {
+// A checkpoint directory itself, or the newest complete checkpoint of a run directory (found with
+// `verify_search`; *searched_verified tells whether that search already verified the checksums).
+std::string resolve_checkpoint(const std::string& path, bool verify_search, bool* searched_verified = nullptr) {
   DICE_REQUIRE(stdfs::is_directory(path), "checkpoint ", path, " does not exist");
+  if (searched_verified) *searched_verified = false;
   if (stdfs::exists(stdfs::path(path) / "state.h5") || stdfs::exists(stdfs::path(path) / "model.h5")) return path;
-  auto latest = ckpt::find_latest_complete(path, verify);
+  auto latest = ckpt::find_latest_complete(path, verify_search);
   DICE_REQUIRE(latest.has_value(), path, " is neither a checkpoint nor a run directory with a complete checkpoint");
+  if (searched_verified) *searched_verified = verify_search;
   return *latest;
 }
 
@@ -44,7 +47,8 @@ void setup_info(CLI::App& cmd) {
   cmd.add_flag("--no-verify", a->no_verify, "skip the SHA-256 verification of every dataset");
   cmd.add_flag("--show-config", a->show_config, "also print the resolved run config stored in the checkpoint");
   cmd.callback([a] {
-    std::string dir = resolve_checkpoint(a->path, !a->no_verify);
+    // The search only opens the files: describe() verifies (and reports) the one it shows.
+    std::string dir = resolve_checkpoint(a->path, false);
     std::fputs(ckpt::describe(dir, !a->no_verify).c_str(), stdout);
     if (a->show_config) {
       std::string yaml = ckpt::load_state(dir, !a->no_verify).config_yaml;
@@ -81,8 +85,9 @@ void setup_export(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_flag("--no-verify", a->no_verify, "skip checksum verification while loading");
   cmd.callback([a] {
-    std::string dir = resolve_checkpoint(a->checkpoint, !a->no_verify);
-    ckpt::export_hf(dir, a->out, a->max_shard_bytes, !a->no_verify);
+    bool verified = false;
+    std::string dir = resolve_checkpoint(a->checkpoint, !a->no_verify, &verified);
+    ckpt::export_hf(dir, a->out, a->max_shard_bytes, !a->no_verify && !verified);
     std::printf("%s\n", a->out.c_str());
   });
 }

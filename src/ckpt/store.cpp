@@ -236,20 +236,20 @@ struct Store::Impl {
   }
 
   // Reads a dataset's raw bytes into `out` (resized to fit).
-  void read_raw(const std::string& full, const h5::Dataset& ds, std::string* out) {
-    h5::Datatype t(H5Dget_type(ds.get()));
-    h5::Dataspace sp(H5Dget_space(ds.get()));
+  void read_raw(const std::string& full, hid_t ds, std::string* out) {
+    h5::Datatype t(H5Dget_type(ds));
+    h5::Dataspace sp(H5Dget_space(ds));
     if (!t || !sp) corrupt(str("read dataset '", full, "'"));
     hssize_t n = H5Sget_simple_extent_npoints(sp.get());
     if (n < 0) corrupt(str("read dataset '", full, "'"));
     out->assign(static_cast<size_t>(n) * H5Tget_size(t.get()), '\0');
-    if (!out->empty() && H5Dread(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data()) < 0)
+    if (!out->empty() && H5Dread(ds, t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data()) < 0)
       corrupt(str("read dataset '", full, "'"));
   }
 
-  std::string stored_sha(const std::string& full, const h5::Dataset& ds) {
+  std::string stored_sha(const std::string& full, hid_t ds) {
     std::string sha;
-    if (!get_attr_string(ds.get(), kShaAttr, &sha))
+    if (!get_attr_string(ds, kShaAttr, &sha))
       throw Error(str("checkpoint ", path, " is corrupt: dataset '", full, "' has no sha256 checksum attribute"));
     return sha;
   }
@@ -259,20 +259,20 @@ struct Store::Impl {
                stored.substr(0, 12), "..., computed ", computed.substr(0, 12), "...)");
   }
 
-  void verify_bytes(const std::string& full, const h5::Dataset& ds, const std::string& bytes) {
+  void verify_bytes(const std::string& full, hid_t ds, const std::string& bytes) {
     std::string stored = stored_sha(full, ds);
     std::string computed = sha256_of(bytes.data(), bytes.size());
     if (stored != computed) throw Error(checksum_error(full, stored, computed));
   }
 
-  TensorInfo tensor_info(const std::string& full, const h5::Dataset& ds) {
+  TensorInfo tensor_info(const std::string& full, hid_t ds) {
     TensorInfo info;
     info.name = full;
-    h5::Datatype t(H5Dget_type(ds.get()));
-    h5::Dataspace sp(H5Dget_space(ds.get()));
+    h5::Datatype t(H5Dget_type(ds));
+    h5::Dataspace sp(H5Dget_space(ds));
     if (!t || !sp) corrupt(str("read dataset '", full, "'"));
     std::string dname;
-    bool ok = get_attr_string(ds.get(), kDtypeAttr, &dname) ? dtype_from_name(dname, &info.dtype)
+    bool ok = get_attr_string(ds, kDtypeAttr, &dname) ? dtype_from_name(dname, &info.dtype)
                                                               : dtype_from_h5(t.get(), &info.dtype);
     DICE_REQUIRE(ok, "checkpoint ", path, ": dataset '", full, "' has a type dice cannot load as a tensor",
                  dname.empty() ? "" : str(" (dtype '", dname, "')"));
@@ -292,19 +292,14 @@ struct Store::Impl {
   }
 
   // Calls fn(full_name, dataset) for every dataset under `group` (recursively).
-  void walk(const std::string& group, const std::function<void(const std::string&, const h5::Dataset&)>& fn) {
+  void walk(const std::string& group, const std::function<void(const std::string&, hid_t)>& fn) {
     for (const auto& name : children(group)) {
       std::string full = join(group, name);
-      hid_t obj = H5Oopen(file.get(), full.c_str(), H5P_DEFAULT);
-      if (obj < 0) corrupt(str("open object '", full, "'"));
-      H5I_type_t type = H5Iget_type(obj);
-      if (type == H5I_DATASET) {
-        h5::Dataset ds(obj);
-        fn(full, ds);
-      } else {
-        H5Oclose(obj);
-        if (type == H5I_GROUP) walk(full, fn);
-      }
+      h5::Object obj(H5Oopen(file.get(), full.c_str(), H5P_DEFAULT));
+      if (!obj) corrupt(str("open object '", full, "'"));
+      H5I_type_t type = H5Iget_type(obj.get());
+      if (type == H5I_DATASET) fn(full, obj.get());
+      else if (type == H5I_GROUP) walk(full, fn);
     }
   }
 
@@ -406,12 +401,12 @@ NamedTensors Store::read_tensors(const std::string& group, bool verify) {
   Impl& s = *impl_;
   NamedTensors out;
   HashPipeline pipe;
-  s.walk(group, [&](const std::string& full, const h5::Dataset& ds) {
+  s.walk(group, [&](const std::string& full, hid_t ds) {
     if (full.find('/', group.empty() ? 0 : group.size() + 1) != std::string::npos) return;  // subgroups
     TensorInfo info = s.tensor_info(full, ds);
     torch::Tensor t = torch::empty(info.shape, torch::TensorOptions().dtype(info.dtype));
-    h5::Datatype type(H5Dget_type(ds.get()));
-    if (info.bytes > 0 && H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) < 0)
+    h5::Datatype type(H5Dget_type(ds));
+    if (info.bytes > 0 && H5Dread(ds, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) < 0)
       s.corrupt(str("read dataset '", full, "'"));
     if (verify) {
       std::string stored = s.stored_sha(full, ds);
@@ -431,7 +426,7 @@ std::vector<TensorInfo> Store::list_tensors(const std::string& group) {
   for (const auto& name : s.children(group)) {
     std::string full = join(group, name);
     h5::Dataset ds = s.open_dataset(full);
-    TensorInfo info = s.tensor_info(full, ds);
+    TensorInfo info = s.tensor_info(full, ds.get());
     info.name = name;
     out.push_back(std::move(info));
   }
@@ -446,10 +441,10 @@ void Store::write_i64(const std::string& name, int64_t v) {
 int64_t Store::read_i64(const std::string& name, bool verify) {
   h5::Dataset ds = impl_->open_dataset(name);
   std::string bytes;
-  impl_->read_raw(name, ds, &bytes);
+  impl_->read_raw(name, ds.get(), &bytes);
   DICE_REQUIRE(bytes.size() == sizeof(int64_t), "checkpoint ", impl_->path, ": dataset '", name,
                "' is not a 64-bit integer");
-  if (verify) impl_->verify_bytes(name, ds, bytes);
+  if (verify) impl_->verify_bytes(name, ds.get(), bytes);
   int64_t v;
   std::memcpy(&v, bytes.data(), sizeof v);
   return v;
@@ -468,8 +463,8 @@ void Store::write_string(const std::string& name, const std::string& s) {
 std::string Store::read_string(const std::string& name, bool verify) {
   h5::Dataset ds = impl_->open_dataset(name);
   std::string bytes;
-  impl_->read_raw(name, ds, &bytes);
-  if (verify) impl_->verify_bytes(name, ds, bytes);
+  impl_->read_raw(name, ds.get(), &bytes);
+  if (verify) impl_->verify_bytes(name, ds.get(), bytes);
   while (!bytes.empty() && bytes.back() == '\0') bytes.pop_back();
   return bytes;
 }
@@ -483,8 +478,8 @@ void Store::write_bytes(const std::string& name, const std::string& bytes) {
 std::string Store::read_bytes(const std::string& name, bool verify) {
   h5::Dataset ds = impl_->open_dataset(name);
   std::string bytes;
-  impl_->read_raw(name, ds, &bytes);
-  if (verify) impl_->verify_bytes(name, ds, bytes);
+  impl_->read_raw(name, ds.get(), &bytes);
+  if (verify) impl_->verify_bytes(name, ds.get(), bytes);
   return bytes;
 }
 
@@ -497,15 +492,15 @@ std::vector<std::string> Store::verify_all() {
   std::vector<std::string> failures;
   HashPipeline pipe;
   try {
-    s.walk("", [&](const std::string& full, const h5::Dataset& ds) {
+    s.walk("", [&](const std::string& full, hid_t ds) {
       try {
-        h5::Datatype t(H5Dget_type(ds.get()));
-        h5::Dataspace sp(H5Dget_space(ds.get()));
+        h5::Datatype t(H5Dget_type(ds));
+        h5::Dataspace sp(H5Dget_space(ds));
         hssize_t n = sp ? H5Sget_simple_extent_npoints(sp.get()) : -1;
         if (!t || n < 0) s.corrupt(str("read dataset '", full, "'"));
         int64_t n_bytes = n * static_cast<int64_t>(H5Tget_size(t.get()));
         torch::Tensor buf = torch::empty({n_bytes}, torch::kByte);
-        if (n_bytes > 0 && H5Dread(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data_ptr()) < 0)
+        if (n_bytes > 0 && H5Dread(ds, t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data_ptr()) < 0)
           s.corrupt(str("read dataset '", full, "'"));
         std::string stored = s.stored_sha(full, ds);
         pipe.push(buf, buf.data_ptr(), static_cast<size_t>(n_bytes), [&s, &failures, full, stored](const std::string& d) {
@@ -525,9 +520,9 @@ std::vector<std::string> Store::verify_all() {
 std::pair<int64_t, int64_t> Store::dataset_stats() {
   Impl& s = *impl_;
   int64_t count = 0, total = 0;
-  s.walk("", [&](const std::string&, const h5::Dataset& ds) {
-    h5::Datatype t(H5Dget_type(ds.get()));
-    h5::Dataspace sp(H5Dget_space(ds.get()));
+  s.walk("", [&](const std::string&, hid_t ds) {
+    h5::Datatype t(H5Dget_type(ds));
+    h5::Dataspace sp(H5Dget_space(ds));
     ++count;
     total += H5Sget_simple_extent_npoints(sp.get()) * static_cast<int64_t>(H5Tget_size(t.get()));
   });

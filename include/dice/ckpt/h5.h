@@ -59,6 +59,7 @@ using Dataspace = Id<H5Sclose>;
 using Datatype = Id<H5Tclose>;
 using Attribute = Id<H5Aclose>;
 using PropList = Id<H5Pclose>;
+using Object = Id<H5Oclose>;  // any object opened with H5Oopen
 
 // An IEEE half-precision type (HDF5 1.10 has no predefined one). Owned copy.
 Datatype make_float16_type();
