@@ -101,7 +101,7 @@ void setup_init(CLI::App& cmd) {
   };
   auto a = std::make_shared<Args>();
   a->config.add_to(cmd);
-  cmd.add_option("--preset", a->preset, "start from a preset (tiny, sdar-1.7b, sdar-4b, sdar-8b) instead of a file");
+  cmd.add_option("--preset", a->preset, "configs/models/<NAME>.yaml (tiny, sdar-1.7b, sdar-4b, sdar-8b) instead of --config");
   cmd.add_option("--out", a->out, "output HF folder")->required();
   cmd.add_option("--seed", a->seed, "random seed (default: the config's)");
   cmd.add_option("--dtype", a->dtype, "weight dtype (default: the config's)")->check(CLI::IsMember({"bf16", "fp32"}));
@@ -111,8 +111,16 @@ void setup_init(CLI::App& cmd) {
     DICE_REQUIRE(!a->config.config_path.empty() || !a->preset.empty(),
                  "dice ckpt init needs --config configs/models/<preset>.yaml or --preset NAME");
     std::vector<std::string> sets = a->config.sets;
-    if (!a->preset.empty()) sets.insert(sets.begin(), "preset=" + a->preset);
-    ckpt::ModelInitConfig c = ckpt::load_model_init_config(a->config.config_path, sets);
+    std::string config_path = a->config.config_path;
+    if (!a->preset.empty() && config_path.empty()) {
+      // --preset NAME means configs/models/NAME.yaml (the project's presets), else the built-in shape.
+      std::string yaml = resolve_data_path("configs/models/" + a->preset + ".yaml");
+      if (stdfs::is_regular_file(yaml)) config_path = yaml;
+      else sets.insert(sets.begin(), "preset=" + a->preset);
+    } else if (!a->preset.empty()) {
+      sets.insert(sets.begin(), "preset=" + a->preset);
+    }
+    ckpt::ModelInitConfig c = ckpt::load_model_init_config(config_path, sets);
     if (a->seed >= 0) c.seed = a->seed;
     if (!a->dtype.empty()) c.dtype = a->dtype;
     if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;
