@@ -46,6 +46,8 @@ struct JudgeConfig {
   std::string static_check = "on";    // off | warn (report only) | on (per-check modes below)
   StaticCheckConfig static_checks;    // per-check off / warn / reject
   uint64_t seed = 0;                  // 0 = hidden seeds from std::random_device
+  std::string reward = "exec";        // exec | speedup | graded (reward.h)
+  double tau = 1.0;                   // speedup threshold (speedup) / cap (graded)
   SandboxConfig sandbox;
 
   template <class V> void visit(V& v) {
@@ -73,6 +75,8 @@ struct JudgeConfig {
     v.choice("static_check", static_check, {"off", "warn", "on"}, "static anti-hack checks: off, warn only, on");
     v("static_checks", static_checks, "per-check modes (off / warn / reject)");
     v("seed", seed, "0 = hidden random seeds; else reproducible seeds");
+    v.choice("reward", reward, {"exec", "speedup", "graded"}, "reward function (reward.h)");
+    v("tau", tau, "speedup threshold (speedup) or cap (graded)");
     v("sandbox", sandbox, "sandbox settings");
   }
   void validate() const;

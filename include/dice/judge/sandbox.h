@@ -64,5 +64,7 @@ proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string&
                                     const std::vector<std::string>& extra_env);
 
 void remove_tree(const std::string& path);
+// mkdir -p with mode 01777 (world-writable, sticky): a build cache shared by the slot uids.
+void make_public_dir(const std::string& path);
 
 }  // namespace dice::judge

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Kernel judge on the GPU node: CUDA versions of the honest / mutation / hostile checks, then
+# `dice bench judge` (24 CUDA candidates = 8 built-in tasks' solutions x 3 duplicates, as RL groups
+# produce) against a KernelBench-style one-by-one evaluation on the same candidates.
+#
+# usage (repo root, project built in build-gpu/):  OUT=/path tools/gpu/judge.sh [cases|bench|all]
+#   cases  ~4 min: 15 checked candidates (honest, duplicates, 11 mutants) + 11 hostile ones
+#   bench  ~6 min: judge on 24 candidates (cold cache) + the one-by-one baseline on JUDGE_BASELINE
+#          of them (default 4: each costs a full ~50 s build) + agreement of verdicts
+#   JUDGE_VARIANTS=1 adds one cold build per compile variant (extension.h vs light headers, MAX_JOBS).
+# Results: $OUT/judge_cases.txt, $OUT/bench_judge.txt, $OUT/bench_judge.json, verdict JSONL files.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/dice_judge_gpu}
+DICE=${DICE:-build-gpu/src/app/dice}
+PY=${DICE_PYTHON:-$(command -v python3)}
+export DICE_PYTHON=$PY
+PHASE=${1:-all}
+mkdir -p "$OUT"
+[ -x "$DICE" ] || { echo "judge.sh: $DICE not found; build with: cmake -S . -B build-gpu -G Ninja && ninja -C build-gpu" >&2; exit 2; }
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+cores=$(nproc); workers=$(( cores / 2 )); (( workers < 1 )) && workers=1
+common=(--set device=cuda --set "python=$PY" --set "compile_workers=$workers" --set max_jobs=2)
+rc=0
+
+if [[ $PHASE == cases || $PHASE == all ]]; then
+  echo "== judge cases (CUDA): honest, mutants, hostile"
+  $PY tools/gpu/judge_cases.py write "$OUT/cases"
+  "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_checked.jsonl" \
+    --out "$OUT/verdicts_checked.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set timing=true \
+    --set exec_timeout_s=120 2>&1 | tail -5
+  "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_hostile.jsonl" \
+    --out "$OUT/verdicts_hostile.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set static_check=off \
+    --set exec_timeout_s=20 2>&1 | tail -5
+  $PY tools/gpu/judge_cases.py check "$OUT/cases" "$OUT/verdicts_checked.jsonl" "$OUT/verdicts_hostile.jsonl" \
+    | tee "$OUT/judge_cases.txt"
+  rc=$(( rc | ${PIPESTATUS[0]} ))
+fi
+
+if [[ $PHASE == bench || $PHASE == all ]]; then
+  echo "== dice bench judge"
+  extra=()
+  [[ ${JUDGE_VARIANTS:-0} == 1 ]] && extra+=(--build-variants)
+  "$DICE" bench judge --n-tasks "${JUDGE_TASKS:-8}" --dup "${JUDGE_DUP:-3}" --baseline "${JUDGE_BASELINE:-4}" \
+    "${common[@]}" --out "$OUT/bench_judge.json" "${extra[@]}" 2>&1 | tee "$OUT/bench_judge.txt"
+  rc=$(( rc | ${PIPESTATUS[0]} ))
+fi
+exit $rc
