@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds dice on the GPU node into build-gpu/ (Release, CUDA LibTorch from the installed PyTorch).
+# With OUT set, also leaves a stripped copy of the binary in $OUT/dice for later calls to carry.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+jobs=$(nproc)
+start=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" > /tmp/dice-cmake.log 2>&1 \
+  || { tail -40 /tmp/dice-cmake.log; exit 1; }
+grep -E "dice:" /tmp/dice-cmake.log
+ninja -C build-gpu -j "$jobs" -k 0 > /tmp/dice-build.log 2>&1
+rc=$?
+grep -E "error|FAILED" -A3 /tmp/dice-build.log | head -80
+echo "build: exit $rc in $(( $(date +%s) - start )) s"
+if [[ -n ${OUT:-} && -x build-gpu/src/app/dice ]]; then
+  strip -o "$OUT/dice" build-gpu/src/app/dice && ls -la "$OUT/dice"
+  cp /tmp/dice-build.log "$OUT/build.log"
+fi
+exit $rc
