@@ -49,7 +49,10 @@ void setup_info(CLI::App& cmd) {
   cmd.callback([a] {
     // The search only opens the files: describe() verifies (and reports) the one it shows.
     std::string dir = resolve_checkpoint(a->path, false);
-    std::fputs(ckpt::describe(dir, !a->no_verify).c_str(), stdout);
+    bool ok = true;
+    std::fputs(ckpt::describe(dir, !a->no_verify, &ok).c_str(), stdout);
+    std::fflush(stdout);
+    DICE_REQUIRE(ok, "checkpoint ", dir, " failed verification (details above)");
     if (a->show_config) {
       std::string yaml = ckpt::load_state(dir, !a->no_verify).config_yaml;
       std::printf("--- run config ---\n%s\n", yaml.c_str());

@@ -353,9 +353,10 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int keep_
   return deleted;
 }
 
-std::string describe(const std::string& ckpt_dir, bool verify) {
+std::string describe(const std::string& ckpt_dir, bool verify, bool* verified_ok) {
   const stdfs::path dir(ckpt_dir);
   DICE_REQUIRE(stdfs::is_directory(dir), "checkpoint ", ckpt_dir, " is not a directory");
+  if (verified_ok) *verified_ok = true;
   std::ostringstream os;
   auto row = [&](const char* key, const std::string& value) {
     char buf[16];
@@ -430,6 +431,7 @@ std::string describe(const std::string& ckpt_dir, bool verify) {
     row("verified", "skipped");
   } else {
     auto reasons = check_checkpoint(ckpt_dir, true);
+    if (verified_ok) *verified_ok = reasons.empty();
     if (reasons.empty()) {
       int64_t datasets = 0;
       const json complete = read_complete(dir);

@@ -31,6 +31,17 @@ std::string error_text() {
   return s;
 }
 
+PropList file_access() {
+  init();
+  PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
+#if H5_VERSION_GE(1, 10, 7)
+  // Checkpoint files have one writer (inside step_N.tmp/) and no reader until committed, so HDF5's
+  // flock() buys nothing — and fails on cluster file systems (Lustre, some NFS) that lack it.
+  H5Pset_file_locking(fapl.get(), 0, 1);
+#endif
+  return fapl;
+}
+
 Datatype make_float16_type() {
   init();
   Datatype t(H5Tcopy(H5T_IEEE_F32LE));

@@ -337,7 +337,7 @@ Store Store::create(const std::string& path, const std::string& kind) {
   h5::init();
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->file = h5::File(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  impl->file = h5::File(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, h5::file_access().get()));
   if (!impl->file) impl->write_failed("create the file");
   set_attr_i64(impl->file.get(), kVersionAttr, kFormatVersion);
   set_attr_string(impl->file.get(), kKindAttr, kind);
@@ -346,7 +346,7 @@ Store Store::create(const std::string& path, const std::string& kind) {
 
 int64_t Store::peek_format_version(const std::string& path) {
   h5::init();
-  h5::File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  h5::File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, h5::file_access().get()));
   int64_t v = -1;
   if (f) get_attr_i64(f.get(), kVersionAttr, &v);
   return v;
@@ -357,7 +357,7 @@ Store Store::open(const std::string& path, const std::string& kind) {
   DICE_REQUIRE(std::filesystem::is_regular_file(path), "checkpoint file ", path, " does not exist");
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->file = h5::File(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  impl->file = h5::File(H5Fopen(path.c_str(), H5F_ACC_RDONLY, h5::file_access().get()));
   if (!impl->file) impl->corrupt("open the file");
   int64_t version = -1;
   DICE_REQUIRE(get_attr_i64(impl->file.get(), kVersionAttr, &version), "checkpoint file ", path,

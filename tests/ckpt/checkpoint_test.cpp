@@ -185,7 +185,11 @@ TEST(Checkpoint, CorruptModelSkippedAndRefusedWithClearMessage) {
     EXPECT_NE(msg.find(f2), std::string::npos) << msg;
     EXPECT_NE(msg.find("'lm_head.weight'"), std::string::npos) << msg;
   }
-  EXPECT_NE(describe(flipped).find("FAILED"), std::string::npos);
+  bool ok = true;
+  EXPECT_NE(describe(flipped, true, &ok).find("FAILED"), std::string::npos);
+  EXPECT_FALSE(ok);
+  describe(good, true, &ok);
+  EXPECT_TRUE(ok);
 }
 
 TEST(Checkpoint, FormatVersionMismatchInCompleteMarker) {

@@ -175,8 +175,16 @@ TEST(HfCli, InitImportInfoExportEndToEnd) {
   EXPECT_EQ(stored_tensor_bytes(tmp / "model"), stored_tensor_bytes(tmp / "export"));
   EXPECT_EQ(fs::read_file(tmp / "model/tokenizer.json"), fs::read_file(tmp / "export/tokenizer.json"));
 
-  // A truncated model.h5: info and export refuse it with a sentence, exit code 2.
+  // A flipped byte: info reports the dataset and exits 2.
   const std::string h5 = tmp / "run/step_000003/model.h5";
+  testing::flip_byte(h5, testing::dataset_offset(h5, "model.embed_tokens.weight") + 100);
+  RunResult flipped = run_dice("ckpt info " + (tmp / "run/step_000003"));
+  EXPECT_EQ(flipped.exit_code, 2) << flipped.output;
+  EXPECT_NE(flipped.output.find("'model.embed_tokens.weight' does not match its SHA-256"), std::string::npos)
+      << flipped.output;
+  EXPECT_NE(flipped.output.find("failed verification"), std::string::npos) << flipped.output;
+
+  // A truncated model.h5: info and export refuse it with a sentence, exit code 2.
   stdfs::resize_file(h5, stdfs::file_size(h5) / 2);
   RunResult bad = run_dice("ckpt export-hf --checkpoint " + (tmp / "run/step_000003") + " --out " + (tmp / "x"));
   EXPECT_EQ(bad.exit_code, 2) << bad.output;

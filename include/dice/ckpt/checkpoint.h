@@ -86,6 +86,7 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int keep_
 
 // Human-readable summary for `dice ckpt info`: step, stage, tensors, bytes, dtypes, config,
 // optimizer ranks, verification status.
-std::string describe(const std::string& ckpt_dir, bool verify = true);
+// *verified_ok (optional) is false when verification ran and found a problem.
+std::string describe(const std::string& ckpt_dir, bool verify = true, bool* verified_ok = nullptr);
 
 }  // namespace dice::ckpt

@@ -61,6 +61,9 @@ using Attribute = Id<H5Aclose>;
 using PropList = Id<H5Pclose>;
 using Object = Id<H5Oclose>;  // any object opened with H5Oopen
 
+// File-access properties for checkpoint files: file locking off where HDF5 allows it.
+PropList file_access();
+
 // An IEEE half-precision type (HDF5 1.10 has no predefined one). Owned copy.
 Datatype make_float16_type();
 
