@@ -167,8 +167,13 @@ void run_throughput(const SampleBenchArgs& a) {
         c.max_batch = B;
         c.max_len = (a.prompt_len + max_new + 3) / 4 * 4;
         c.check_every = a.check_every;
+        {  // warm-up (kernels, allocator) on a short run
+          auto wc = c;
+          wc.max_new_tokens = 16;
+          wc.max_len = 128;
+          rollout::Sampler(m, wc).generate(random_prompts(B, 64, 3), 0);
+        }
         rollout::Sampler s(m, c);
-        s.generate(random_prompts(B, std::min<int64_t>(a.prompt_len, 64), 3), 0);  // warm-up
         auto prompts = random_prompts(B, a.prompt_len, 11);
         if (dev.is_cuda()) torch::cuda::synchronize();
         Timer t;

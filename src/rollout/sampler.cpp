@@ -7,7 +7,7 @@
 // has masks it is a denoising step (draw, unmask); for a row whose block has no masks it is the
 // commit forward (its final K/V land in the cache) after which the row moves to the next block.
 // The device holds the whole decode state; the host only mirrors block positions (exactly for
-// static / sequential, by reading them back for dynamic) and reads the active flags every
+// static / sequential, as a bound between checks for dynamic) and reads the active flags every
 // `check_every` forwards to retire finished rows, compact the batch and admit waiting prompts.
 #include "dice/rollout/sampler.h"
 
@@ -59,6 +59,7 @@ struct Slot {
   int64_t phase = 0;       // denoising steps taken in the current block
   int64_t needed = 0;      // denoising steps the current block takes (static / sequential)
   double joined_s = 0;
+  int64_t since_check = 0;  // forwards since `pos` was read back (dynamic)
 };
 
 }  // namespace
@@ -259,12 +260,10 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
         same = same && s.pos == I.slots[0].pos;
       }
     } else {
-      auto p = I.pos.to(torch::kCPU);
-      auto pa = p.accessor<int64_t, 1>();
-      for (int64_t i = 0; i < n; ++i) {
-        max_pos = std::max(max_pos, pa[i]);
-        same = same && pa[i] == pa[0];
-      }
+      // Dynamic: positions are known at the last check; a row commits at most every second
+      // forward (a commit, then at least one denoising step), which bounds where it can be now.
+      for (const auto& s : I.slots) max_pos = std::max(max_pos, s.pos + W * ((s.since_check + 1) / 2));
+      same = n == 1 && I.slots[0].since_check == 0;
     }
     // A finished row's mirror may run ahead of its (frozen) device position: clamp the span.
     const int64_t span = std::min(max_pos + W, T);
@@ -311,6 +310,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     I.st.unmask_step = torch::where(a1, torch::full_like(I.st.unmask_step, -1), I.st.unmask_step);
     I.st.logprob = torch::where(a1, torch::zeros_like(I.st.logprob), I.st.logprob);
 
+    for (auto& s : I.slots) ++s.since_check;
     if (exact_mirror) {
       for (auto& s : I.slots) {
         if (s.phase < s.needed) {
@@ -329,6 +329,14 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     const int64_t n = I.n();
     auto act = I.active.to(torch::kCPU);
     auto aa = act.accessor<bool, 1>();
+    if (!exact_mirror) {
+      auto p = I.pos.to(torch::kCPU);
+      auto pa = p.accessor<int64_t, 1>();
+      for (int64_t i = 0; i < n; ++i) {
+        I.slots[static_cast<size_t>(i)].pos = pa[i];
+        I.slots[static_cast<size_t>(i)].since_check = 0;
+      }
+    }
     std::vector<int64_t> keep, gone;
     for (int64_t i = 0; i < n; ++i) (aa[i] ? keep : gone).push_back(i);
     if (gone.empty()) return;
