@@ -144,6 +144,16 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     return static_check(code, task.device, cfg_.static_checks);
   };
   impl_->uid_base = resolve_uid_base(cfg_.sandbox, cfg_.python);
+  if (impl_->uid_base >= 0) {
+    for (const auto& p : {cfg_.cache_root, cfg_.scratch_root, cfg_.harness_dir + "/executor.py"}) {
+      if (!readable_by_others(p)) {
+        log::warn("judge: ", p, " is not reachable by other users; sandboxed processes keep uid ", geteuid(),
+                  " (no per-slot process limit)");
+        impl_->uid_base = -1;
+        break;
+      }
+    }
+  }
   impl_->rng.seed(cfg_.seed ? cfg_.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
 
   CompileSettings cs;

@@ -45,7 +45,6 @@ void Scratch::clear() {
   for (auto& e : stdfs::directory_iterator(path_, ec)) stdfs::remove_all(e.path(), ec);
 }
 
-namespace {
 bool readable_by_others(const std::string& path) {
   // every directory on the way and the file itself must be o+r (and dirs o+x)
   stdfs::path p = stdfs::absolute(path);
@@ -60,7 +59,6 @@ bool readable_by_others(const std::string& path) {
   }
   return true;
 }
-}  // namespace
 
 int resolve_uid_base(const SandboxConfig& cfg, const std::string& python) {
   if (!cfg.enabled || cfg.uid_base == -2) return -1;

@@ -54,6 +54,9 @@ class Scratch {
   int uid_;
 };
 
+// True when every directory on the way to path is o+x and path itself o+r (dirs: o+x).
+bool readable_by_others(const std::string& path);
+
 // Resolves uid_base = -1 to a concrete choice for this process and interpreter; -2 -> -1 (keep).
 int resolve_uid_base(const SandboxConfig& cfg, const std::string& python);
 

@@ -111,7 +111,8 @@ def snapshot():
     for i, ns in enumerate(_watched()):
         d = ns.__dict__ if hasattr(ns, "__dict__") else {}
         for k, v in list(d.items()):
-            snap[(i, k)] = id(v)
+            if callable(v):  # functions and classes; plain state (e.g. torch.cuda._initialized) may change
+                snap[(i, k)] = id(v)
     return snap
 
 
@@ -150,6 +151,15 @@ def seed_all(seed):
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
+
+
+def make_inputs(get_inputs, seed, device):
+    """The reference's get_inputs() under a hidden seed; on CUDA built on the device directly."""
+    seed_all(seed)
+    if device == "cuda" and hasattr(torch, "device") and hasattr(torch.device("cuda"), "__enter__"):
+        with torch.device("cuda"):
+            return to_device(get_inputs(), device)
+    return to_device(get_inputs(), device)
 
 
 def to_device(x, device):
@@ -376,8 +386,7 @@ def evaluate(req, state):
     atol, rtol = req.get("atol"), req.get("rtol")
     worst = 0.0
     for seed in req["seeds"]:
-        seed_all(seed)
-        inputs = to_device(get_inputs(), device)
+        inputs = make_inputs(get_inputs, seed, device)
         cand_in, ref_in = clone(inputs), clone(inputs)
         poison(device)
         try:
@@ -406,8 +415,7 @@ def evaluate(req, state):
     if req.get("timing"):
         sets = []
         for seed in req.get("timing_seeds") or [req["seeds"][0] ^ 0x5EED]:
-            seed_all(seed)
-            sets.append(to_device(get_inputs(), device))
+            sets.append(make_inputs(get_inputs, seed, device))
         timer = state.get("timer")
         if timer is None or timer.device != device:
             timer = state["timer"] = Timer(device)
