@@ -212,7 +212,21 @@ void init_hf_model(const model::ModelConfig& cfg, const std::string& out_dir, ui
   fs::write_file_atomic((stdfs::path(out_dir) / "config.json").string(), written.to_json());
   json gen_cfg = {{"bos_token_id", cfg.bos_token_id}, {"eos_token_id", cfg.eos_token_id}, {"do_sample", false}};
   fs::write_file_atomic((stdfs::path(out_dir) / "generation_config.json").string(), gen_cfg.dump(2) + "\n");
-  if (!tokenizer_dir.empty()) copy_present(tokenizer_dir, out_dir, tokenizer_files());
+  if (!tokenizer_dir.empty()) {
+    copy_present(tokenizer_dir, out_dir, tokenizer_files());
+    // A plain Qwen3 tokenizer has no mask token; SDAR's folders add it as an added token, and so
+    // does a random SDAR-shaped model, so the block-diffusion sampler and the tokenizer agree.
+    const auto out = stdfs::path(out_dir);
+    bool has_mask = false;
+    for (const char* f : {"tokenizer_config.json", "added_tokens.json"})
+      if (stdfs::is_regular_file(out / f)) {
+        std::string text = fs::read_file((out / f).string());
+        has_mask = has_mask || text.find("<|MASK|>") != std::string::npos || text.find("<MASK>") != std::string::npos;
+      }
+    if (!has_mask && !stdfs::exists(out / "added_tokens.json"))
+      fs::write_file_atomic((out / "added_tokens.json").string(),
+                            json({{"<|MASK|>", cfg.mask_token_id}}).dump(2) + "\n");
+  }
   log::info("initialized ", out_dir, ": ", cfg.num_parameters(), " parameters (", total_bytes, " bytes, ",
             shards.size(), " file(s)) in ", timer.elapsed_s(), " s");
 }

@@ -61,7 +61,8 @@ std::string step_dir_name(int64_t step);
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const NamedTensors& model,
                             const OptimState* optim, const TrainState& state, const SaveOptions& opts = {});
 
-// One process holding every learner's optimizer state (tests, tools, single-GPU runs).
+// One process holding every learner's optimizer state (tests, tools, single-GPU runs): writes
+// everything into step_N.tmp/, calls barrier() once, then commits (rename, COMPLETE, prune).
 std::string save_checkpoint(const std::string& run_dir, int64_t step, const NamedTensors& model,
                             const std::map<int, OptimState>& optim_by_rank, const TrainState& state,
                             int keep_last = 0, const std::function<void()>& barrier = [] {});
