@@ -95,13 +95,14 @@ Roofline roofline(const model::ModelConfig& c, int64_t B, int64_t prompt_len, in
   return r;
 }
 
-std::vector<std::vector<int64_t>> random_prompts(int64_t B, int64_t L, uint64_t seed) {
+std::vector<std::vector<int64_t>> random_prompts(int64_t B, int64_t L, uint64_t seed, int64_t vocab = 151643) {
+  const uint64_t top = static_cast<uint64_t>(std::min<int64_t>(vocab - 2, 151643));  // below the special ids
   std::vector<std::vector<int64_t>> p(static_cast<size_t>(B));
   uint64_t x = seed;
   for (auto& v : p)
     for (int64_t i = 0; i < L; ++i) {
       x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-      v.push_back(static_cast<int64_t>((x >> 33) % 151643));
+      v.push_back(static_cast<int64_t>((x >> 33) % top));
     }
   return p;
 }
@@ -171,10 +172,10 @@ void run_throughput(const SampleBenchArgs& a) {
           auto wc = c;
           wc.max_new_tokens = 16;
           wc.max_len = 128;
-          rollout::Sampler(m, wc).generate(random_prompts(B, 64, 3), 0);
+          rollout::Sampler(m, wc).generate(random_prompts(B, 64, 3, m->config().vocab_size), 0);
         }
         rollout::Sampler s(m, c);
-        auto prompts = random_prompts(B, a.prompt_len, 11);
+        auto prompts = random_prompts(B, a.prompt_len, 11, m->config().vocab_size);
         if (dev.is_cuda()) torch::cuda::synchronize();
         Timer t;
         auto recs = s.generate(prompts, 0);
@@ -221,7 +222,7 @@ void run_greedy_check(const SampleBenchArgs& a) {
     log::info("bench sample: wrote ", shape, " random weights to ", dir, " in ", t.elapsed_s(), " s");
   }
   std::vector<std::vector<int64_t>> prompts;
-  for (int64_t L : {37, 64, 101, 130}) prompts.push_back(random_prompts(1, L, 100 + L)[0]);
+  for (int64_t L : {37, 64, 101, 130}) prompts.push_back(random_prompts(1, L, 100 + L, m->config().vocab_size)[0]);
   rollout::SamplerConfig c;
   c.strategy = "static";
   c.temperature = 0;
