@@ -75,8 +75,15 @@ std::set<std::string> SampleStore::done_keys() const {
 void SampleStore::append(const nlohmann::json& record) {
   if (!part_) {
     std::string path = str(out_dir_, "/parts/samples.rank", rank_, ".jsonl");
+    // A run killed mid-write leaves a partial last line: end it, so the next record starts clean.
+    bool cut = false;
+    if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+      cut = std::fseek(f, -1, SEEK_END) == 0 && std::fgetc(f) != '\n';
+      std::fclose(f);
+    }
     part_ = std::fopen(path.c_str(), "a");
     DICE_REQUIRE(part_ != nullptr, "cannot open '", path, "' for appending: ", std::strerror(errno));
+    if (cut) std::fputc('\n', part_);
   }
   std::string line = record.dump() + "\n";
   DICE_REQUIRE(std::fwrite(line.data(), 1, line.size(), part_) == line.size() && std::fflush(part_) == 0,

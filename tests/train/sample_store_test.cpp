@@ -30,14 +30,17 @@ TEST(SampleStore, AppendResumeMerge) {
   auto keys = again.done_keys();
   EXPECT_EQ(keys, (std::set<std::string>{"a#0", "a#1", "b#0"}));
   again.append(rec("b", 0));  // duplicate key: merged once
+  SampleStore r1_again(dir, 1);
+  r1_again.append(rec("c", 0));  // appended after the cut-off line: must not be glued to it
   auto merged = again.merge({"a", "b", "c"});
-  ASSERT_EQ(merged.size(), 3u);
+  ASSERT_EQ(merged.size(), 4u);
   EXPECT_EQ(merged[0]["task_id"], "a");
   EXPECT_EQ(merged[0]["sample_id"], 0);
   EXPECT_EQ(merged[1]["sample_id"], 1);
   EXPECT_EQ(merged[2]["task_id"], "b");
+  EXPECT_EQ(merged[3]["task_id"], "c");
   auto text = fs::read_file(dir + "/samples.jsonl");
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
 }
 
 }  // namespace

@@ -1,0 +1,281 @@
+// EvalRunner: shard -> sample -> judge -> record, then merge and report on rank 0.
+#include "dice/train/eval_runner.h"
+
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "dice/ckpt/checkpoint.h"
+#include "dice/judge/task.h"
+#include "dice/model/transformer.h"
+#include "dice/text/chat.h"
+#include "dice/text/prompt.h"
+#include "dice/text/tokenizer.h"
+#include "dice/train/eval_report.h"
+#include "dice/train/sample_store.h"
+#include "dice/util/fs.h"
+#include "dice/util/log.h"
+#include "dice/util/timer.h"
+
+namespace dice::train {
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+rollout::SamplerConfig EvalConfig::default_sampler() {
+  // The DICE evaluation protocol: block 4, 4 steps, one token per step (static), greedy, 4,096 tokens.
+  rollout::SamplerConfig s;
+  s.steps = 4;
+  s.strategy = "static";
+  s.temperature = 0.0;
+  s.top_k = 1;
+  s.max_new_tokens = 4096;
+  return s;
+}
+
+void EvalConfig::validate() const {
+  DICE_REQUIRE(samples >= 1, "eval.samples must be >= 1, got ", samples);
+  DICE_REQUIRE(chunk >= 1, "eval.chunk must be >= 1, got ", chunk);
+  for (int k : pass_k) DICE_REQUIRE(k >= 1, "eval.pass_k values must be >= 1, got ", k);
+}
+
+namespace {
+
+// Where configs/ lives: $DICE_HOME, else the source tree the binary was built from.
+std::string project_root() {
+  const char* home = std::getenv("DICE_HOME");
+  if (home && *home) return home;
+#ifdef DICE_SOURCE_DIR
+  return DICE_SOURCE_DIR;
+#else
+  return ".";
+#endif
+}
+
+}  // namespace
+
+std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg) {
+  DICE_REQUIRE(!cfg.tasks.empty() || !cfg.kernelbench.empty(), "dice eval needs --tasks FILE or --kernelbench DIR");
+  DICE_REQUIRE(cfg.tasks.empty() || cfg.kernelbench.empty(), "give either --tasks or --kernelbench, not both");
+  std::vector<judge::Task> tasks;
+  if (!cfg.tasks.empty()) {
+    tasks = judge::load_tasks(cfg.tasks);
+  } else {
+    tasks = judge::import_kernelbench(cfg.kernelbench, cfg.levels.empty() ? std::vector<int>{1, 2, 3} : cfg.levels);
+  }
+  if (!cfg.levels.empty()) {
+    std::vector<judge::Task> kept;
+    for (auto& t : tasks)
+      if (std::find(cfg.levels.begin(), cfg.levels.end(), t.level) != cfg.levels.end()) kept.push_back(std::move(t));
+    tasks = std::move(kept);
+  }
+  DICE_REQUIRE(!tasks.empty(), "no tasks to evaluate (check --tasks/--kernelbench and --levels)");
+  return tasks;
+}
+
+namespace {
+
+// A checkpoint step dir holds model.h5; a run dir holds step_* dirs; anything else is an HF folder.
+std::string resolve_checkpoint(const std::string& path) {
+  DICE_REQUIRE(!path.empty(), "dice eval needs --checkpoint (an HF folder, a checkpoint or a run folder)");
+  DICE_REQUIRE(fs::exists(path), "checkpoint '", path, "' does not exist");
+  if (fs::exists(path + "/model.h5") || fs::exists(path + "/config.json")) return path;
+  auto latest = ckpt::find_latest_complete(path);
+  DICE_REQUIRE(latest.has_value(), "'", path, "' is neither a model folder nor a run folder with a complete checkpoint");
+  log::info("eval: using the latest complete checkpoint ", *latest);
+  return *latest;
+}
+
+model::Transformer load_policy(const std::string& dir, torch::Device device) {
+  torch::Dtype dtype = device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  if (!fs::exists(dir + "/model.h5")) return model::load_hf_model(dir, dtype, device);
+  DICE_REQUIRE(fs::exists(dir + "/config.json"), "checkpoint '", dir,
+               "' has no config.json (import checkpoints with `dice ckpt import-hf`)");
+  auto cfg = model::ModelConfig::from_hf_dir(dir);
+  model::Transformer m(cfg, dtype, device);
+  m->load_weights(ckpt::load_model(dir));
+  return m;
+}
+
+torch::Device pick_device(const std::string& want, const dist::World& world) {
+  bool cuda = torch::cuda::is_available();
+  DICE_REQUIRE(want != "cuda" || cuda, "eval.device is 'cuda' but no CUDA device is visible");
+  if (want == "cpu" || !cuda) return torch::kCPU;
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.device_index(torch::cuda::device_count())));
+}
+
+std::string prompt_for(const judge::Task& t, const EvalConfig& cfg, std::map<std::string, std::string>& cache) {
+  auto kind = t.infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
+  auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
+  std::string path = cfg.prompt_template.empty() ? project_root() + "/" + text::default_prompt_template(kind, dev)
+                                                 : cfg.prompt_template;
+  auto it = cache.find(path);
+  if (it == cache.end()) it = cache.emplace(path, text::load_prompt_template(path)).first;
+  return t.infill ? text::infill_prompt(it->second, t.reference, t.infill->prefix, t.infill->suffix)
+                  : text::end_to_end_prompt(it->second, t.reference);
+}
+
+struct Item {
+  size_t task = 0;
+  int sample = 0;
+  int64_t index = 0;  // task * samples + sample: the sampler's noise stream
+};
+
+// Responses given up front (--responses / --use-solutions), keyed by sample_key.
+std::map<std::string, std::string> given_responses(const EvalConfig& cfg, const std::vector<judge::Task>& tasks) {
+  std::map<std::string, std::string> out;
+  if (cfg.use_solutions) {
+    for (const auto& t : tasks) {
+      DICE_REQUIRE(!t.solution.empty(), "--use-solutions: task '", t.id, "' has no solution");
+      for (int s = 0; s < cfg.samples; ++s) out[sample_key(t.id, s)] = "```python\n" + t.solution + "```\n";
+    }
+  } else if (!cfg.responses.empty()) {
+    std::ifstream in(cfg.responses);
+    DICE_REQUIRE(in, "cannot read responses file '", cfg.responses, "'");
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        auto j = json::parse(line);
+        out[sample_key(j.at("task_id").get<std::string>(), j.value("sample_id", 0))] = j.at("response").get<std::string>();
+      } catch (const json::exception& e) {
+        throw Error(str(cfg.responses, ":", lineno, ": not a {task_id, sample_id?, response} record (", e.what(), ")"));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
+  cfg.validate();
+  Timer wall;
+  const auto tasks = load_eval_tasks(cfg);
+  const auto given = given_responses(cfg, tasks);
+  const bool use_model = cfg.use_solutions == false && cfg.responses.empty();
+
+  SampleStore store(cfg.out, world.rank());
+  world.barrier();  // every rank sees the folder before reading it
+  const auto done = store.done_keys();
+
+  std::vector<Item> todo;
+  EvalResult result;
+  for (size_t t = 0; t < tasks.size(); ++t)
+    for (int s = 0; s < cfg.samples; ++s) {
+      ++result.items;
+      if (done.count(sample_key(tasks[t].id, s))) { ++result.resumed; continue; }
+      if (!use_model && !given.count(sample_key(tasks[t].id, s)))
+        throw Error(str("no response given for task '", tasks[t].id, "' sample ", s));
+      todo.push_back({t, s, static_cast<int64_t>(t) * cfg.samples + s});
+    }
+  auto shard = dist::shard_range(static_cast<int64_t>(todo.size()), world.rank(), world.size());
+  log::info("eval: ", tasks.size(), " tasks x ", cfg.samples, " samples = ", result.items, " items; ", result.resumed,
+            " already judged, ", todo.size(), " to do on ", world.size(), " rank(s)");
+
+  std::optional<model::Transformer> policy;
+  std::optional<text::Tokenizer> tokenizer;
+  std::unique_ptr<rollout::Sampler> sampler;
+  std::string ckpt_dir;
+  if (use_model && shard.end > shard.begin) {
+    ckpt_dir = resolve_checkpoint(cfg.checkpoint);
+    auto device = pick_device(cfg.device, world);
+    tokenizer = text::Tokenizer::from_dir(ckpt_dir);
+    policy = load_policy(ckpt_dir, device);
+    text::check_compatible(*tokenizer, (*policy)->config().vocab_size, (*policy)->config().mask_token_id);
+    sampler = std::make_unique<rollout::Sampler>(*policy, cfg.sampler);
+  }
+
+  judge::JudgeConfig jcfg = cfg.judge;
+  judge::Judge judger(jcfg);
+  judger.set_static_checker([sc = cfg.static_checks](const judge::Task& t, const std::string& code) {
+    return judge::static_check(code, t.device, sc);
+  });
+
+  std::map<std::string, std::string> templates;
+  log::Progress progress("eval", shard.end - shard.begin);
+  int64_t finished = 0;
+  for (int64_t begin = shard.begin; begin < shard.end; begin += cfg.chunk) {
+    int64_t end = std::min<int64_t>(begin + cfg.chunk, shard.end);
+    std::vector<std::string> prompts, responses;
+    std::vector<rollout::SampleRecord> gens;
+    Timer sample_timer;
+    for (int64_t i = begin; i < end; ++i) prompts.push_back(prompt_for(tasks[todo[i].task], cfg, templates));
+    if (use_model) {
+      // Runs of consecutive item indices share one generate() call (noise stream = item index).
+      int64_t i = begin;
+      while (i < end) {
+        int64_t j = i + 1;
+        while (j < end && todo[j].index == todo[j - 1].index + 1) ++j;
+        std::vector<std::vector<int64_t>> ids;
+        for (int64_t k = i; k < j; ++k) {
+          auto enc = tokenizer->encode(text::chat_prompt(prompts[k - begin]));
+          ids.emplace_back(enc.begin(), enc.end());
+        }
+        auto out = sampler->generate(ids, static_cast<uint64_t>(todo[i].index));
+        for (auto& r : out) {
+          std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
+          responses.push_back(tokenizer->decode(resp, /*skip_special=*/true));
+          gens.push_back(std::move(r));
+        }
+        i = j;
+      }
+    } else {
+      for (int64_t i = begin; i < end; ++i)
+        responses.push_back(given.at(sample_key(tasks[todo[i].task].id, todo[i].sample)));
+    }
+    double sample_s = sample_timer.elapsed_s();
+
+    std::vector<judge::Job> jobs;
+    for (int64_t i = begin; i < end; ++i) jobs.push_back({&tasks[todo[i].task], responses[i - begin], false});
+    Timer judge_timer;
+    auto verdicts = judger.judge(jobs);
+    double judge_s = judge_timer.elapsed_s();
+
+    for (int64_t i = begin; i < end; ++i) {
+      const auto& t = tasks[todo[i].task];
+      size_t k = static_cast<size_t>(i - begin);
+      json rec = {{"task_id", t.id},
+                  {"sample_id", todo[i].sample},
+                  {"level", t.level},
+                  {"difficulty", t.difficulty},
+                  {"prompt", prompts[k]},
+                  {"response", responses[k]},
+                  {"verdict", verdicts[k]},
+                  {"timings", {{"chunk_sample_s", sample_s}, {"chunk_judge_s", judge_s}}}};
+      if (use_model) {
+        rec["checkpoint"] = ckpt_dir;
+        rec["response_tokens"] = gens[k].response_ids.size();
+        rec["stop_reason"] = gens[k].stop_reason;
+        rec["denoising_steps"] = gens[k].steps;
+        rec["prompt_tokens"] = gens[k].prompt_ids.size();
+      } else {
+        rec["source"] = cfg.use_solutions ? "solutions" : cfg.responses;
+      }
+      store.append(rec);
+    }
+    finished += end - begin;
+    result.judged_here += end - begin;
+    progress.update(finished);
+  }
+  progress.finish();
+
+  world.barrier();
+  if (world.is_root()) {
+    std::vector<std::string> order;
+    for (const auto& t : tasks) order.push_back(t.id);
+    store.merge(order);
+    result.report_md = write_report(cfg, tasks, cfg.out);
+    log::info("eval: done in ", static_cast<int>(wall.elapsed_s()), " s; results in ", cfg.out);
+  }
+  world.barrier();
+  return result;
+}
+
+}  // namespace dice::train

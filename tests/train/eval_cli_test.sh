@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# End-to-end `dice eval` on CPU through mpirun:
+#  1. a tiny random checkpoint on the built-in CPU task set: 2 ranks give the same records and
+#     metrics as 1 rank (responses equal byte for byte: item i uses noise stream i on any rank);
+#  2. honest solutions fed as responses on a few tasks: Exec 100 with 1 and 2 ranks;
+#  3. an interrupted eval resumes without redoing judged samples;
+#  4. report.md / report.json exist, the PNG plots are valid images, `eval report --compare` works.
+# usage: eval_cli_test.sh DICE_BINARY SOURCE_DIR
+set -euo pipefail
+dice=$1
+src=$2
+cd "$src"
+work=$(mktemp -d /tmp/dice_eval_test.XXXXXX)
+chmod 755 "$work"  # the judge sandbox runs candidates as another uid: the build cache must be reachable
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mpi=(mpirun --oversubscribe)
+fail() { echo "FAIL: $*" >&2; exit 1; }
+py=${DICE_PYTHON:-python3}
+
+"$dice" ckpt init --config configs/models/tiny.yaml --out "$work/model" --seed 3 > /dev/null
+common=(--checkpoint "$work/model" --tasks configs/tasks/builtin_cpu.jsonl --set sampler.max_new_tokens=32
+        --set "judge.cache_root=$work/cache" --set plots=true)
+
+echo "== 1. random tiny model, 1 rank vs 2 ranks"
+"${mpi[@]}" -np 1 "$dice" eval "${common[@]}" --out "$work/r1" > "$work/r1.log" 2>&1 || { cat "$work/r1.log"; fail "np 1 eval"; }
+"${mpi[@]}" -np 2 "$dice" eval "${common[@]}" --out "$work/r2" > "$work/r2.log" 2>&1 || { cat "$work/r2.log"; fail "np 2 eval"; }
+"$py" - "$work/r1" "$work/r2" <<'PY' || fail "1-rank and 2-rank results differ"
+import json, sys
+a, b = sys.argv[1], sys.argv[2]
+ra = [json.loads(l) for l in open(a + "/samples.jsonl")]
+rb = [json.loads(l) for l in open(b + "/samples.jsonl")]
+assert len(ra) == len(rb) == 34, (len(ra), len(rb))
+for x, y in zip(ra, rb):
+    assert x["task_id"] == y["task_id"] and x["sample_id"] == y["sample_id"]
+    assert x["response"] == y["response"], x["task_id"]
+    assert x["verdict"]["failure"] == y["verdict"]["failure"], x["task_id"]
+    assert x["response_tokens"] > 0
+ma, mb = json.load(open(a + "/report.json")), json.load(open(b + "/report.json"))
+assert ma["levels"] == mb["levels"], "metrics differ"
+assert ma["levels"]["all"]["exec"] == 0.0 and ma["levels"]["all"]["samples"] == 34
+print("np1 == np2 on", len(ra), "samples; Exec", ma["levels"]["all"]["exec"])
+PY
+
+echo "== 2. honest solutions as responses (4 tasks), 1 and 2 ranks"
+head -n 4 configs/tasks/builtin_cpu.jsonl > "$work/four.jsonl"
+sol=(--tasks "$work/four.jsonl" --use-solutions --set "judge.cache_root=$work/cache" --set plots=false)
+"${mpi[@]}" -np 2 "$dice" eval "${sol[@]}" --out "$work/s2" > "$work/s2.log" 2>&1 || { cat "$work/s2.log"; fail "solutions np 2"; }
+"${mpi[@]}" -np 1 "$dice" eval "${sol[@]}" --out "$work/s1" > "$work/s1.log" 2>&1 || { cat "$work/s1.log"; fail "solutions np 1"; }
+for d in s1 s2; do
+  "$py" -c "import json,sys; m=json.load(open('$work/$d/report.json'))['levels']['all']; sys.exit(0 if m['exec']==100.0 and m['compile_rate']==100.0 else 1)" \
+    || { cat "$work/$d/report.md"; "$py" -c "import json; [print(json.loads(l)['verdict']) for l in open('$work/$d/samples.jsonl')]"; fail "solutions not Exec 100 ($d)"; }
+done
+
+echo "== 3. resume after an interruption"
+# Keep two of the four judged records (as if the run died), drop the merged file, rerun.
+cat "$work"/s1/parts/*.jsonl | head -n 2 > "$work/keep"
+rm -f "$work"/s1/parts/*.jsonl "$work/s1/samples.jsonl"
+cp "$work/keep" "$work/s1/parts/samples.rank0.jsonl"
+printf '{"task_id": "builtin_cpu_00' >> "$work/s1/parts/samples.rank0.jsonl"  # a record cut short
+"${mpi[@]}" -np 1 "$dice" eval "${sol[@]}" --out "$work/s1" > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "resume"; }
+grep -q "2 already judged, 2 to do" "$work/resume.log" || { cat "$work/resume.log"; fail "resume did not skip the judged samples"; }
+[[ $(wc -l < "$work/s1/samples.jsonl") -eq 4 ]] || fail "resumed run does not hold 4 records"
+
+echo "== 4. report files and plots"
+for f in report.md report.json config.yaml speedup.png failures.png; do [[ -s $work/r2/$f ]] || fail "missing $f"; done
+"$py" - "$work/r2/speedup.png" "$work/r2/failures.png" <<'PY' || fail "invalid PNG"
+import struct, sys, zlib
+for p in sys.argv[1:]:
+    data = open(p, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", p
+    n, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and n == 13, p
+    w, h = struct.unpack(">II", data[16:24])
+    assert w > 100 and h > 100, (p, w, h)
+    assert zlib.crc32(data[12:29]) == struct.unpack(">I", data[29:33])[0], p
+print("PNG ok")
+PY
+grep -q "| L1 Exec |" "$work/r2/report.md" || fail "report.md has no table"
+"$dice" eval report --compare "$work/r1" "$work/s2" --out "$work/cmp" > "$work/cmp.log" || fail "compare"
+[[ $(grep -c "^| " "$work/cmp/compare.md") -eq 3 ]] || { cat "$work/cmp/compare.md"; fail "compare table rows"; }
+
+echo "== 5. clear errors"
+if "$dice" eval --tasks configs/tasks/builtin_cpu.jsonl --out "$work/x" --checkpoint "$work/nope" > "$work/err.log" 2>&1; then
+  fail "a missing checkpoint was accepted"
+fi
+grep -q "does not exist" "$work/err.log" || { cat "$work/err.log"; fail "missing-checkpoint message"; }
+echo "eval_cli_test: all passed"
