@@ -119,6 +119,25 @@ std::string prompt_for(const judge::Task& t, const EvalConfig& cfg, std::map<std
                   : text::end_to_end_prompt(it->second, t.reference);
 }
 
+// The judge's executors inherit CUDA_VISIBLE_DEVICES: narrow it to this rank's GPU so ranks on
+// one node time their candidates on different GPUs (this process has already chosen its device).
+void pin_judge_gpu(const dist::World& world) {
+  if (!torch::cuda::is_available()) return;
+  int idx = world.device_index(static_cast<int>(torch::cuda::device_count()));
+  std::vector<std::string> visible;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+    std::string s = v;
+    for (size_t pos = 0; pos <= s.size();) {
+      size_t comma = s.find(',', pos);
+      if (comma == std::string::npos) comma = s.size();
+      visible.push_back(s.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+  }
+  std::string mine = idx < static_cast<int>(visible.size()) ? visible[idx] : std::to_string(idx);
+  setenv("CUDA_VISIBLE_DEVICES", mine.c_str(), 1);
+}
+
 struct Item {
   size_t task = 0;
   int sample = 0;
@@ -192,6 +211,7 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
     sampler = std::make_unique<rollout::Sampler>(*policy, cfg.sampler);
   }
 
+  pin_judge_gpu(world);
   judge::JudgeConfig jcfg = cfg.judge;
   judge::Judge judger(jcfg);
   judger.set_static_checker([sc = cfg.static_checks](const judge::Task& t, const std::string& code) {
