@@ -252,8 +252,12 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
     }
     double sample_s = sample_timer.elapsed_s();
 
+    // The DICE/KernelBench protocol judges the FIRST fenced code block of the answer.
     std::vector<judge::Job> jobs;
-    for (int64_t i = begin; i < end; ++i) jobs.push_back({&tasks[todo[i].task], responses[i - begin], false});
+    for (int64_t i = begin; i < end; ++i) {
+      auto block = text::extract_code_block(responses[i - begin]);
+      jobs.push_back({&tasks[todo[i].task], block ? block->code : std::string(), true});
+    }
     Timer judge_timer;
     auto verdicts = judger.judge(jobs);
     double judge_s = judge_timer.elapsed_s();
