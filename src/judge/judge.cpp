@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dice/judge/executor.h"
+#include "dice/text/chat.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/hash.h"
@@ -43,30 +44,8 @@ void JudgeConfig::validate() const {
 }
 
 std::string extract_candidate_code(const std::string& response) {
-  // Fenced blocks: ```lang\n ... ```
-  std::vector<std::pair<std::string, std::string>> blocks;  // (lang, body)
-  size_t pos = 0;
-  while (true) {
-    size_t open = response.find("```", pos);
-    if (open == std::string::npos) break;
-    size_t eol = response.find('\n', open);
-    if (eol == std::string::npos) break;
-    std::string lang = response.substr(open + 3, eol - open - 3);
-    while (!lang.empty() && (lang.back() == ' ' || lang.back() == '\r')) lang.pop_back();
-    size_t close = response.find("```", eol + 1);
-    if (close == std::string::npos) {  // unterminated: take the rest
-      blocks.emplace_back(lang, response.substr(eol + 1));
-      break;
-    }
-    blocks.emplace_back(lang, response.substr(eol + 1, close - eol - 1));
-    pos = close + 3;
-  }
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
-    if (it->second.find("class ModelNew") != std::string::npos) return it->second;
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
-    if (it->first.empty() || it->first == "python" || it->first == "py") return it->second;
-  if (blocks.empty() && response.find("class ModelNew") != std::string::npos) return response;
-  return "";
+  auto block = text::extract_code_block(response);
+  return block ? block->code : std::string();
 }
 
 namespace {

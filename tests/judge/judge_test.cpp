@@ -133,10 +133,10 @@ TEST(Reward, Definitions) {
   EXPECT_THROW(reward_kind_from_name("fast"), dice::Error);
 }
 
-TEST(Extract, FindsTheModelNewBlock) {
+TEST(Extract, TakesTheFirstFencedBlock) {
   std::string r = "text\n```python\nprint(1)\n```\nmore\n```python\nclass ModelNew:\n  pass\n```\n```bash\nls\n```\n";
-  EXPECT_EQ(extract_candidate_code(r), "class ModelNew:\n  pass\n");
+  EXPECT_EQ(extract_candidate_code(r), "print(1)\n");
   EXPECT_EQ(extract_candidate_code("```py\nx = 1\n```"), "x = 1\n");
   EXPECT_EQ(extract_candidate_code("no code here"), "");
-  EXPECT_EQ(extract_candidate_code("```python\nclass ModelNew: pass"), "class ModelNew: pass");
+  EXPECT_EQ(extract_candidate_code("```python\nclass ModelNew: pass"), "class ModelNew: pass\n");  // truncated answer
 }

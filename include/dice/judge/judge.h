@@ -92,8 +92,8 @@ using ProgressFn = std::function<void(size_t done, size_t total)>;
 // Static checks: findings for one candidate (default: judge::static_check with cfg.static_checks).
 using StaticChecker = std::function<std::vector<Finding>(const Task& task, const std::string& code)>;
 
-// The candidate file inside a response: the last fenced block that defines ModelNew (else the
-// last python/cpp-tagged or untagged block); "" when there is none.
+// The candidate file inside a response: its FIRST fenced code block (the DICE/KernelBench rule,
+// see text::extract_code_block); "" when there is none.
 std::string extract_candidate_code(const std::string& response);
 
 class Judge {
