@@ -13,6 +13,7 @@ for v in "" "sandbox.uid_base=-2" "sandbox.pid_namespace=false" "sandbox.readonl
          "sandbox.mount_namespace=false" "sandbox.network_namespace=false" "sandbox.enabled=false"; do
   sets=(--set device=cuda --set python=python3 --set "cache_root=$d/cache")
   [[ -n $v ]] && sets+=(--set "$v")
+  rm -f "$d/v.jsonl"  # a crashed run must not leave the previous variant's verdict behind
   "$dice" judge --tasks "$d/cases/tasks.jsonl" --candidates "$d/one.jsonl" --out "$d/v.jsonl" "${sets[@]}" > "$d/log" 2>&1
   cls=$(python3 -c "import json; r=json.loads(open('$d/v.jsonl').readline()); print(r['failure'], '|', r['log_tail'][-160:].replace(chr(10),' '))" 2>/dev/null)
   echo "variant [${v:-default}] -> $cls"
