@@ -59,13 +59,7 @@ void apply_baseline(std::vector<json>& records, const std::string& baseline_file
 }
 
 void run_plots(const std::string& samples, const std::string& out_dir, const std::string& python) {
-  std::string script = str(
-#ifdef DICE_SOURCE_DIR
-      DICE_SOURCE_DIR,
-#else
-      ".",
-#endif
-      "/tools/plot_eval.py");
+  std::string script = project_root() + "/tools/plot_eval.py";
   proc::SpawnOptions opt;
   opt.argv = {python, script, samples, out_dir};
   opt.inherit_env = true;

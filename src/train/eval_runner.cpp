@@ -43,9 +43,6 @@ void EvalConfig::validate() const {
   for (int k : pass_k) DICE_REQUIRE(k >= 1, "eval.pass_k values must be >= 1, got ", k);
 }
 
-namespace {
-
-// Where configs/ lives: $DICE_HOME, else the source tree the binary was built from.
 std::string project_root() {
   const char* home = std::getenv("DICE_HOME");
   if (home && *home) return home;
@@ -56,7 +53,6 @@ std::string project_root() {
 #endif
 }
 
-}  // namespace
 
 std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg) {
   DICE_REQUIRE(!cfg.tasks.empty() || !cfg.kernelbench.empty(), "dice eval needs --tasks FILE or --kernelbench DIR");

@@ -72,6 +72,8 @@ struct EvalResult {
 
 EvalResult run_eval(const EvalConfig& cfg, const dist::World& world);
 
+// Where configs/ and tools/ live: $DICE_HOME, else the source tree the binary was built from.
+std::string project_root();
 // The tasks an eval config names (--tasks or --kernelbench, filtered by levels).
 std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg);
 // Rebuilds report.{json,md} (and plots) from the records in a result folder.
