@@ -15,6 +15,7 @@ std::vector<Subcommand>& subcommands() {
 }  // namespace dice::app
 
 int main(int argc, char** argv) {
+  dice::install_crash_handler();
   CLI::App app{"dice: RL for diffusion language models that write CUDA kernels"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dice 0.1.0");

@@ -1,6 +1,8 @@
 // The judge: extraction -> static checks -> compile pool -> executors -> verdict rules.
 #include "dice/judge/judge.h"
 
+#include "dice/judge/doctor.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,12 +50,14 @@ std::string extract_candidate_code(const std::string& response) {
   return block ? block->code : std::string();
 }
 
-namespace {
-
 std::string default_python() {
   if (const char* p = std::getenv("DICE_PYTHON"); p && *p) return p;
   return DICE_PYTHON;
 }
+
+std::string default_harness_dir() { return std::string(DICE_SOURCE_DIR) + "/src/judge/python"; }
+
+namespace {
 
 std::string probe_toolchain(const std::string& python, const std::string& harness_dir) {
   proc::SpawnOptions o;
@@ -100,7 +104,7 @@ struct Judge::Impl {
 Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
   cfg_.validate();
   if (cfg_.python.empty()) cfg_.python = default_python();
-  if (cfg_.harness_dir.empty()) cfg_.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
+  if (cfg_.harness_dir.empty()) cfg_.harness_dir = default_harness_dir();
   DICE_REQUIRE(fs::exists(cfg_.harness_dir + "/executor.py"), "judge.harness_dir '", cfg_.harness_dir,
                "' does not contain executor.py");
   if (cfg_.scratch_root.empty()) {
@@ -168,6 +172,12 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     impl_->executors.push_back(std::make_unique<Executor>(es, i));
   }
 
+  // CUDA inside the sandbox: fail now with a way forward, not with judge_error per candidate.
+  if (impl_->cuda && cfg_.sandbox.enabled) {
+    auto p = probe_sandbox(cfg_, true, "as configured");
+    DICE_REQUIRE(p.ok, "CUDA does not work inside the judge's sandbox on this machine (", p.detail,
+                 "). `dice doctor --set device=cuda` finds which sandbox setting to switch off");
+  }
   // Which protections does this machine grant? (One cheap sandboxed probe.)
   if (cfg_.sandbox.enabled) {
     Scratch s(cfg_.scratch_root + "/probe", impl_->uid_base);

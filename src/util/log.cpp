@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "dice/util/error.h"
 #include "dice/util/timer.h"
 
 namespace dice::log {
@@ -44,6 +45,7 @@ void set_identity(int rank, int world_size, const std::string& role) {
   s.rank = rank;
   s.world_size = world_size;
   s.role = role;
+  refresh_crash_identity();
 }
 void set_level(Level level) { state().level = level; }
 void set_all_ranks(bool all) { state().all_ranks = all; }

@@ -1,6 +1,9 @@
 // Judge sandbox plumbing: scratch dirs, scrubbed environment, uid per slot, protections.
 #include "dice/judge/sandbox.h"
 
+#include "dice/judge/doctor.h"
+#include "judge_testing.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,4 +71,34 @@ TEST(Sandbox, UidBaseChoices) {
   EXPECT_EQ(resolve_uid_base(cfg, DICE_PYTHON), 61000);
   cfg.enabled = false;
   EXPECT_EQ(resolve_uid_base(cfg, DICE_PYTHON), -1);
+}
+
+TEST(Doctor, ConfiguredSandboxRunsTorch) {
+  auto cfg = dice::judge::testing::test_config();
+  auto d = diagnose_sandbox(cfg, false, false);
+  ASSERT_EQ(d.probes.size(), 1u);  // it passed, so no variants were tried
+  EXPECT_TRUE(d.probes[0].ok) << d.probes[0].detail;
+  EXPECT_NE(d.probes[0].detail.find("torch"), std::string::npos);
+  if (d.probes[0].missing.empty()) EXPECT_TRUE(d.probes[0].write_outside_blocked);
+}
+
+TEST(Doctor, FindsTheProtectionThatBreaksThePython) {
+  auto cfg = dice::judge::testing::test_config();
+  cfg.sandbox.open_files = 3;  // stdin/stdout/stderr only: the interpreter cannot start
+  auto d = diagnose_sandbox(cfg, false, false);
+  ASSERT_FALSE(d.probes.empty());
+  EXPECT_FALSE(d.probes[0].ok);
+  EXPECT_TRUE(d.fixed);
+  ASSERT_EQ(d.fix.size(), 1u);
+  EXPECT_EQ(d.fix[0], "sandbox.open_files=0");
+  EXPECT_TRUE(d.probes.back().ok);  // enabled=false, the last single variant
+}
+
+TEST(Doctor, ReportsNoFixWhenThePythonIsBroken) {
+  auto cfg = dice::judge::testing::test_config();
+  cfg.python = "/bin/false";
+  auto d = diagnose_sandbox(cfg, false, false);
+  EXPECT_FALSE(d.fixed);
+  EXPECT_TRUE(d.fix.empty());
+  for (const auto& p : d.probes) EXPECT_FALSE(p.ok) << p.variant;
 }

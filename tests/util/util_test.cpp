@@ -1,5 +1,6 @@
 // util: errors, hashing, file helpers.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
@@ -37,6 +38,19 @@ TEST(Error, RequireThrowsWithMessage) {
 
 TEST(CheckDeathTest, FatalNamesStatementAndLocation) {
   EXPECT_DEATH(DICE_CHECK(2 < 1, "detail ", 7), "2 < 1 failed at .*util_test.cpp:[0-9]+: detail 7");
+}
+
+namespace {
+[[gnu::noinline]] void crash_here(volatile int* p) { *p = 1; }
+}  // namespace
+
+TEST(CheckDeathTest, CrashHandlerPrintsSignalAndBacktraceThenDiesOfTheSignal) {
+  EXPECT_EXIT(
+      {
+        install_crash_handler();
+        crash_here(nullptr);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "fatal signal: SIGSEGV; backtrace.*\\n.*\\[0x");
 }
 
 TEST(Fs, AtomicWriteAndReadBack) {

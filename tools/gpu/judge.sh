@@ -7,6 +7,7 @@
 #   cases  ~4 min: 15 checked candidates (honest, duplicates, 11 mutants) + 11 hostile ones
 #   bench  ~6 min: judge on 24 candidates (cold cache) + the one-by-one baseline on JUDGE_BASELINE
 #          of them (default 4: each costs a full ~50 s build) + agreement of verdicts
+#   JUDGE_SETS="k=v ..." adds --set overrides to every judge run.
 #   JUDGE_VARIANTS=1 adds one cold build per compile variant (extension.h vs light headers, MAX_JOBS).
 # Results: $OUT/judge_cases.txt, $OUT/bench_judge.txt, $OUT/bench_judge.json, verdict JSONL files.
 set -uo pipefail
@@ -21,6 +22,8 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 cores=$(nproc); workers=$(( cores / 2 )); (( workers < 1 )) && workers=1
 common=(--set device=cuda --set "python=$PY" --set "compile_workers=$workers" --set max_jobs=2)
+# JUDGE_SETS: extra overrides, e.g. the sandbox setting `dice doctor` recommends on this node.
+for s in ${JUDGE_SETS:-}; do common+=(--set "$s"); done
 rc=0
 
 if [[ $PHASE == cases || $PHASE == all ]]; then
@@ -28,10 +31,10 @@ if [[ $PHASE == cases || $PHASE == all ]]; then
   $PY tools/gpu/judge_cases.py write "$OUT/cases"
   "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_checked.jsonl" \
     --out "$OUT/verdicts_checked.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set timing=true \
-    --set exec_timeout_s=120 2>&1 | tail -5
+    --set exec_timeout_s=120 > "$OUT/judge_checked.log" 2>&1; tail -30 "$OUT/judge_checked.log"
   "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_hostile.jsonl" \
     --out "$OUT/verdicts_hostile.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set static_check=off \
-    --set exec_timeout_s=20 2>&1 | tail -5
+    --set exec_timeout_s=20 > "$OUT/judge_hostile.log" 2>&1; tail -30 "$OUT/judge_hostile.log"
   $PY tools/gpu/judge_cases.py check "$OUT/cases" "$OUT/verdicts_checked.jsonl" "$OUT/verdicts_hostile.jsonl" \
     | tee "$OUT/judge_cases.txt"
   rc=$(( rc | ${PIPESTATUS[0]} ))

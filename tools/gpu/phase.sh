@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-node session phase: runs the named checks against build-gpu/ (built by tools/gpu/build.sh),
 # each under a time limit, keeping each check's main log in $OUT (the device tool returns <= 8 files).
-#   OUT=... tools/gpu/phase.sh model text sampler judge-cases tasks eval judge-bench
+#   OUT=... tools/gpu/phase.sh doctor model text sampler judge-cases tasks eval judge-bench
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT}"
@@ -12,6 +12,11 @@ for phase in "$@"; do
   start=$(date +%s)
   echo "######## $phase"
   case $phase in
+    doctor)  # later judge/eval phases get the sandbox override it finds (if any)
+      OUT=$work/doctor timeout 240 bash tools/gpu/doctor.sh > "$OUT/doctor.log" 2>&1
+      fix=$(cat "$work/doctor/sandbox_fix" 2>/dev/null)
+      export JUDGE_SETS="$fix" EVAL_SETS="${EVAL_SETS:-} $(for s in $fix; do printf 'judge.%s ' "$s"; done)"
+      echo "JUDGE_SETS=[$JUDGE_SETS] EVAL_SETS=[$EVAL_SETS]" ;;
     model) OUT=$work/model timeout 300 bash tools/gpu/model_parity.sh > "$OUT/model.log" 2>&1 ;;
     text) OUT=$work/text timeout 120 bash tools/gpu/text_examples.sh > "$OUT/text.log" 2>&1 ;;
     sampler) OUT=$work/sampler timeout 420 bash tools/gpu/sampler.sh > "$OUT/sampler.log" 2>&1 ;;

@@ -94,6 +94,10 @@ using StaticChecker = std::function<std::vector<Finding>(const Task& task, const
 
 // The candidate file inside a response: its FIRST fenced code block (the DICE/KernelBench rule,
 // see text::extract_code_block); "" when there is none.
+// $DICE_PYTHON, else the interpreter the build found; the harness shipped with the sources.
+std::string default_python();
+std::string default_harness_dir();
+
 std::string extract_candidate_code(const std::string& response);
 
 class Judge {

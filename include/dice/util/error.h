@@ -34,6 +34,12 @@ std::string str(Args&&... args) {
 using AbortHook = void (*)();
 void add_abort_hook(AbortHook hook);
 
+// On SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT: print the signal, rank/host identity and a
+// backtrace to stderr, then die of the same signal (so exit statuses and core settings hold).
+// Installed once by the dice executable; safe to call again.
+void install_crash_handler();
+void refresh_crash_identity();  // called by log::set_identity
+
 }  // namespace dice
 
 #define DICE_REQUIRE(cond, ...)                              \
