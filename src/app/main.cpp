@@ -16,6 +16,7 @@ std::vector<Subcommand>& subcommands() {
 
 int main(int argc, char** argv) {
   dice::install_crash_handler();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // tables and reports reach a log line by line
   CLI::App app{"dice: RL for diffusion language models that write CUDA kernels"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dice 0.1.0");

@@ -129,6 +129,10 @@ bool make_readonly(ChildPlan& p) {
       char* end = strchr(f, ' ');
       if (end) *end = '\0';
       bool keep = strchr(f, '\\') != nullptr;  // escaped names: leave alone
+      // /dev itself stays as it is: a read-only mount does not stop writes to device nodes on Linux,
+      // but gVisor refuses to open them for writing there, and CUDA opens /dev/nvidia* read-write
+      // (cuInit then fails with error 304). Its sub-mounts (/dev/shm, /dev/mqueue) still go read-only.
+      keep = keep || strcmp(f, "/dev") == 0;
       for (auto& w : p.writable_s) keep = keep || under(f, w.c_str());
       if (!keep) {
         unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
