@@ -146,7 +146,7 @@ stdfs::path begin_tmp(const std::string& run_dir, int64_t step) {
   const stdfs::path tmp_dir = stdfs::path(run_dir) / (step_dir_name(step) + ".tmp");
   std::error_code ec;
   stdfs::create_directories(run_dir, ec);
-  stdfs::remove_all(tmp_dir, ec);
+  fs::remove_tree(tmp_dir);
   DICE_REQUIRE(stdfs::create_directories(tmp_dir, ec), "cannot create checkpoint directory ", tmp_dir.string(), ": ",
                ec.message().empty() ? "it already exists" : ec.message());
   return tmp_dir;
@@ -177,7 +177,7 @@ std::string commit(const std::string& run_dir, int64_t step, int keep_last) {
   std::sort(files.begin(), files.end());
   fsync_path(tmp_dir, true);
   std::error_code ec;
-  if (stdfs::exists(final_dir)) stdfs::remove_all(final_dir, ec);
+  if (stdfs::exists(final_dir)) fs::remove_tree(final_dir);
   stdfs::rename(tmp_dir, final_dir, ec);
   DICE_REQUIRE(!ec, "cannot rename ", tmp_dir.string(), " to ", final_dir.string(), ": ", ec.message());
   json complete = {{"format_version", kFormatVersion}, {"step", step}, {"files", files}};
@@ -337,7 +337,7 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int keep_
       oldest_kept = d.step;
       continue;
     }
-    stdfs::remove_all(d.path, ec);
+    fs::remove_tree(d.path);
     deleted.push_back(d.path.string());
   }
   // Unfinished writes older than the checkpoints we keep can never complete: remove them too.
@@ -345,7 +345,7 @@ std::vector<std::string> prune_checkpoints(const std::string& run_dir, int keep_
     if (oldest_kept < 0 || d.step >= oldest_kept) continue;
     if (d.tmp || !stdfs::exists(d.path / kComplete)) {
       if (!stdfs::exists(d.path)) continue;
-      stdfs::remove_all(d.path, ec);
+      fs::remove_tree(d.path);
       deleted.push_back(d.path.string());
     }
   }

@@ -117,7 +117,7 @@ ProbeResult probe_sandbox(const JudgeConfig& cfg_in, bool cuda, const std::strin
       if (at != std::string::npos) r.detail += " [stderr: " + res.err.substr(at, res.err.find('\n', at) - at) + "]";
     }
   }
-  if (cfg.scratch_root.empty()) std::filesystem::remove_all(root, ec);
+  if (cfg.scratch_root.empty()) fs::remove_tree(root);
   r.seconds = t.elapsed_s();
   return r;
 }

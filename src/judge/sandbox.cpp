@@ -11,16 +11,14 @@
 #include <filesystem>
 
 #include "dice/util/error.h"
+#include "dice/util/fs.h"
 #include "dice/util/log.h"
 
 namespace dice::judge {
 
 namespace stdfs = std::filesystem;
 
-void remove_tree(const std::string& path) {
-  std::error_code ec;
-  stdfs::remove_all(path, ec);
-}
+void remove_tree(const std::string& path) { fs::remove_tree(path); }
 
 void make_public_dir(const std::string& path) {
   std::error_code ec;
@@ -40,10 +38,7 @@ Scratch::Scratch(const std::string& path, int uid) : path_(path), uid_(uid) {
 
 Scratch::~Scratch() { remove_tree(path_); }
 
-void Scratch::clear() {
-  std::error_code ec;
-  for (auto& e : stdfs::directory_iterator(path_, ec)) stdfs::remove_all(e.path(), ec);
-}
+void Scratch::clear() { fs::clear_dir(path_); }
 
 bool readable_by_others(const std::string& path) {
   // every directory on the way and the file itself must be o+r (and dirs o+x)

@@ -1,6 +1,8 @@
 // File helpers.
 #include "dice/util/fs.h"
 
+#include <dirent.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +53,42 @@ std::string make_temp_dir(const std::string& prefix) {
   DICE_REQUIRE(mkdtemp(buf.data()) != nullptr, "cannot create a temporary directory from '", templ,
                "': ", std::strerror(errno));
   return std::string(buf.data());
+}
+
+namespace {
+thread_local std::vector<std::string>* t_unreadable = nullptr;
+
+int remove_entry(const char* p, const struct stat*, int type, struct FTW*) {
+  if (type == FTW_DP) ::rmdir(p);
+  else if (type == FTW_DNR) t_unreadable->emplace_back(p);  // opened up and retried below
+  else ::unlink(p);
+  return 0;
+}
+}  // namespace
+
+bool remove_tree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT;
+  if (!S_ISDIR(st.st_mode)) return ::unlink(path.c_str()) == 0;
+  for (int round = 0; round < 8; ++round) {  // each round opens up one more level of 0-mode dirs
+    std::vector<std::string> unreadable;
+    t_unreadable = &unreadable;
+    nftw(path.c_str(), remove_entry, 32, FTW_DEPTH | FTW_PHYS);
+    t_unreadable = nullptr;
+    if (unreadable.empty()) break;
+    for (const auto& d : unreadable) ::chmod(d.c_str(), 0700);
+  }
+  return ::lstat(path.c_str(), &st) != 0;
+}
+
+void clear_dir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const auto& n : names) remove_tree(dir + "/" + n);
 }
 
 }  // namespace dice::fs

@@ -18,7 +18,7 @@ struct TempDir {
   std::string path = fs::make_temp_dir("dice_ckpt_test_");
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    dice::fs::remove_tree(path);
   }
   std::string operator/(const std::string& sub) const { return path + "/" + sub; }
 };

@@ -1,6 +1,8 @@
 // util: errors, hashing, file helpers.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
@@ -51,6 +53,28 @@ TEST(CheckDeathTest, CrashHandlerPrintsSignalAndBacktraceThenDiesOfTheSignal) {
         crash_here(nullptr);
       },
       ::testing::KilledBySignal(SIGSEGV), "fatal signal: SIGSEGV; backtrace.*\\n.*\\[0x");
+}
+
+TEST(Fs, RemoveTreeRemovesEverythingAndNeverFollowsSymlinks) {
+  std::string outside = fs::make_temp_dir("dice_util_keep_");
+  fs::write_file(outside + "/keep.txt", "keep");
+  std::string dir = fs::make_temp_dir("dice_util_tree_");
+  ASSERT_EQ(::mkdir((dir + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir + "/a/b").c_str(), 0755), 0);
+  fs::write_file(dir + "/a/b/f", "x");
+  fs::write_file(dir + "/top", "y");
+  ASSERT_EQ(::symlink(outside.c_str(), (dir + "/a/link").c_str()), 0);
+  ASSERT_EQ(::mkdir((dir + "/locked").c_str(), 0755), 0);
+  fs::write_file(dir + "/locked/f", "z");
+  ASSERT_EQ(::chmod((dir + "/locked").c_str(), 0), 0);  // unreadable for a non-root owner
+  fs::clear_dir(dir + "/a");
+  EXPECT_TRUE(fs::exists(dir + "/a"));
+  EXPECT_FALSE(fs::exists(dir + "/a/b"));
+  EXPECT_TRUE(fs::remove_tree(dir));
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_EQ(fs::read_file(outside + "/keep.txt"), "keep");
+  EXPECT_TRUE(fs::remove_tree(dir));  // already gone: still true
+  EXPECT_TRUE(fs::remove_tree(outside));
 }
 
 TEST(Fs, AtomicWriteAndReadBack) {

@@ -11,4 +11,13 @@ void write_file_atomic(const std::string& path, const std::string& data);
 bool exists(const std::string& path);
 std::string make_temp_dir(const std::string& prefix);  // under $TMPDIR or /tmp
 
+// Removes path and everything below it (symlinks are removed, never followed; unreadable
+// directories are opened up first). True when nothing is left. Use this, not
+// std::filesystem::remove_all: PyTorch's pip wheels export their own copy of that symbol (from
+// libstdc++_nonshared), it wins the dynamic lookup in any binary linked with LibTorch, and it
+// crashes (a call through a null pointer) on the GPU node.
+bool remove_tree(const std::string& path);
+// Removes everything inside dir, keeping dir.
+void clear_dir(const std::string& dir);
+
 }  // namespace dice::fs
