@@ -159,6 +159,29 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     cs.extra_env.push_back("TORCH_CUDA_ARCH_LIST=" + tc.value("arch", ""));  // one target arch
   impl_->pool = std::make_unique<CompilePool>(cs);
 
+  // CUDA inside the sandbox: checked now, so a machine where it cannot work fails with a way
+  // forward instead of judge_error for every candidate. gVisor (the GPU node) refuses CUDA under
+  // the read-only view of the file system; there the executors drop only that protection, when
+  // they run as a sandbox uid (which cannot write outside scratch anyway).
+  SandboxConfig exec_sandbox = cfg_.sandbox;
+  if (impl_->cuda && cfg_.sandbox.enabled) {
+    JudgeConfig c = cfg_;
+    c.sandbox.uid_base = impl_->uid_base >= 0 ? impl_->uid_base : -2;
+    auto p = probe_sandbox(c, true, "as configured");
+    if (!p.ok && c.sandbox.readonly_root && impl_->uid_base >= 0) {
+      c.sandbox.readonly_root = false;
+      auto q = probe_sandbox(c, true, "sandbox.readonly_root=false");
+      if (q.ok) {
+        log::warn("judge: CUDA does not start under the read-only file-system view here (", p.detail,
+                  "); executors run without it (sandbox.readonly_root=false), as uid ", impl_->uid_base,
+                  "+slot, which cannot write outside its scratch directory");
+        exec_sandbox.readonly_root = false;
+        p = q;
+      }
+    }
+    DICE_REQUIRE(p.ok, "CUDA does not work inside the judge's sandbox on this machine (", p.detail,
+                 "). `dice doctor --set device=cuda` finds which sandbox setting to switch off");
+  }
   for (int i = 0; i < cfg_.executors; ++i) {
     ExecutorSettings es;
     es.python = cfg_.python;
@@ -167,17 +190,11 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     es.cache_root = cfg_.cache_root;
     es.cuda = impl_->cuda;
     es.max_tasks = cfg_.executor_max_tasks;
-    es.sandbox = cfg_.sandbox;
+    es.sandbox = exec_sandbox;
     es.uid = impl_->uid_base >= 0 ? impl_->uid_base + i : -1;
     impl_->executors.push_back(std::make_unique<Executor>(es, i));
   }
 
-  // CUDA inside the sandbox: fail now with a way forward, not with judge_error per candidate.
-  if (impl_->cuda && cfg_.sandbox.enabled) {
-    auto p = probe_sandbox(cfg_, true, "as configured");
-    DICE_REQUIRE(p.ok, "CUDA does not work inside the judge's sandbox on this machine (", p.detail,
-                 "). `dice doctor --set device=cuda` finds which sandbox setting to switch off");
-  }
   // Which protections does this machine grant? (One cheap sandboxed probe.)
   if (cfg_.sandbox.enabled) {
     Scratch s(cfg_.scratch_root + "/probe", impl_->uid_base);

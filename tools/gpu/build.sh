@@ -8,7 +8,7 @@ start=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" > /tmp/dice-cmake.log 2>&1 \
   || { tail -40 /tmp/dice-cmake.log; exit 1; }
 grep -E "dice:" /tmp/dice-cmake.log
-ninja -C build-gpu -j "$jobs" -k 0 > /tmp/dice-build.log 2>&1
+ninja -C build-gpu -j "$jobs" -k 0 ${BUILD_TARGETS:-} > /tmp/dice-build.log 2>&1  # BUILD_TARGETS=dice: just the CLI
 rc=$?
 grep -E "error|FAILED" -A3 /tmp/dice-build.log | head -80
 echo "build: exit $rc in $(( $(date +%s) - start )) s"

@@ -11,7 +11,7 @@ dice=${DICE:-build-gpu/src/app/dice}
 mkdir -p "$work" && chmod 755 "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=4
 ngpu=$(nvidia-smi -L | wc -l)
-workers=$(( $(nproc) / 2 )); (( workers < 1 )) && workers=1
+workers=$(nproc)
 "$dice" ckpt init --config configs/models/tiny.yaml --out "$work/model" --seed 7 > /dev/null
 common=(--set "judge.cache_root=$work/cache" --set "judge.compile_workers=$workers" --set judge.python=python3)
 # EVAL_SETS: extra overrides, e.g. a sandbox setting this node needs (tools/gpu/sandbox_diag.sh)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-node session phase: runs the named checks against build-gpu/ (built by tools/gpu/build.sh),
 # each under a time limit, keeping each check's main log in $OUT (the device tool returns <= 8 files).
-#   OUT=... tools/gpu/phase.sh doctor model text sampler judge-cases tasks eval judge-bench
+#   OUT=... tools/gpu/phase.sh doctor model text sampler judge-cases tasks eval agree judge-bench
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT}"
@@ -24,6 +24,9 @@ for phase in "$@"; do
     judge-bench) OUT=$work/judge timeout 420 bash tools/gpu/judge.sh bench > "$OUT/judge_bench.log" 2>&1 ;;
     tasks) OUT=$work/tasks timeout 300 bash tools/gpu/builtin_tasks.sh > "$OUT/tasks.log" 2>&1 ;;
     eval) timeout 340 bash tools/gpu/eval.sh "$work/eval" > "$OUT/eval.log" 2>&1 ;;
+    agree)  # after tasks and eval: dice's verdicts vs the KernelBench-style harness's
+      python3 tools/gpu/compare_verdicts.py "$work/tasks/builtin_cuda_check.json" "$work/eval/solutions_np1/samples.jsonl" \
+        > "$OUT/agree.log" 2>&1; cat "$OUT/agree.log" ;;
     *) echo "unknown phase $phase" ;;
   esac
   echo "(exit $?, $(( $(date +%s) - start )) s)"
