@@ -77,7 +77,10 @@ def check_one(task, args, torch):
             err = (got - want).abs().max().item()
             worst = max(worst, err)
             assert torch.allclose(got, want, atol=args.atol, rtol=args.rtol), f"max abs error {err:.3e}"
-            assert want.numel() > 1 and want.float().std().item() > 1e-3, "reference output is (nearly) constant"
+            w = want.float()
+            # relative spread: a softmax over 4,096 columns has values ~2e-4 and std of the same order
+            assert w.numel() > 1 and w.std().item() > 1e-3 * (w.abs().mean().item() + 1e-12), \
+                "reference output is (nearly) constant"
             if want.shape == inputs[0].shape:
                 assert not torch.allclose(want, inputs[0], atol=1e-3), "the identity would pass"
         result["max_abs_error"] = worst
