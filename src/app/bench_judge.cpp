@@ -44,11 +44,13 @@ void bench_build_variants(const judge::Judge& judge, const std::string& code, nl
   struct Variant {
     const char* name;
     bool light;
+    bool pch;
     int max_jobs;
   };
-  const Variant variants[] = {{"torch/extension.h (load_inline default)", false, 2},
-                              {"light headers (torch/types.h + pybind)", true, 2},
-                              {"light headers, MAX_JOBS=1", true, 1}};
+  const Variant variants[] = {{"torch/extension.h (load_inline default)", false, false, 2},
+                              {"light headers (torch/types.h + pybind)", true, false, 2},
+                              {"light headers, MAX_JOBS=1", true, false, 1},
+                              {"light headers from the PCH", true, true, 2}};
   std::string root = fs::make_temp_dir("dice_bench_variants_");
   std::string cand = root + "/cand.py";
   fs::write_file(cand, code);
@@ -56,12 +58,13 @@ void bench_build_variants(const judge::Judge& judge, const std::string& code, nl
     judge::CompileSettings s;
     s.python = cfg.python;
     s.harness_dir = cfg.harness_dir;
-    s.cache_root = str(root, "/cache_", v.light, v.max_jobs);
+    s.cache_root = str(root, "/cache_", v.light, v.pch, v.max_jobs);
     s.scratch_root = root;
     s.toolchain = judge.toolchain();
     s.workers = 1;
     s.timeout_s = cfg.compile_timeout_s;
     s.light_headers = v.light;
+    s.precompiled_header = v.pch;
     s.max_jobs = v.max_jobs;
     s.sandbox = cfg.sandbox;
     s.uid_base = -1;
@@ -72,6 +75,14 @@ void bench_build_variants(const judge::Judge& judge, const std::string& code, nl
     judge::CompileResult res;
     {
       judge::CompilePool pool(s);
+      if (v.pch) {  // once per toolchain and cache: not part of a candidate's build
+        Timer pt;
+        std::string dir = pool.wait_for_pch();
+        std::printf("  precompiled header: %s in %.1f s (once per toolchain)\n", dir.empty() ? "NOT built" : "built",
+                    pt.elapsed_s());
+        report["pch_seconds"] = pt.elapsed_s();
+        report["pch_built"] = !dir.empty();
+      }
       std::mutex mu;
       std::condition_variable cv;
       bool done = false;

@@ -19,6 +19,8 @@ std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.subst
 
 CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {
   DICE_REQUIRE(s_.workers >= 1, "judge.compile_workers must be at least 1, got ", s_.workers);
+  if (s_.light_headers && s_.precompiled_header) pch_thread_ = std::thread([this] { build_pch(); });
+  else pch_done_ = true;
   for (int i = 0; i < s_.workers; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -28,7 +30,67 @@ CompilePool::~CompilePool() {
     stop_ = true;
   }
   cv_.notify_all();
+  pch_cv_.notify_all();
   for (auto& t : threads_) t.join();
+  if (pch_thread_.joinable()) pch_thread_.join();  // a PCH build still running is killed (stop_)
+}
+
+void CompilePool::build_pch() {
+  Timer t;
+  std::string dir, error;
+  try {
+    Scratch scratch(str(s_.scratch_root, "/pch_build"), -1);
+    SandboxConfig trusted = s_.sandbox;
+    trusted.enabled = false;  // compiles only the judge's own header, and writes a ~400 MB file
+    std::vector<std::string> args = {s_.harness_dir + "/ext.py", "make-pch", s_.cache_root, s_.toolchain};
+    if (s_.cuda) args.push_back("--cuda");
+    std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
+    for (const auto& e : s_.extra_env) env.push_back(e);
+    auto opts = sandboxed_python(trusted, s_.python, args, scratch.path(), {}, -1, s_.cuda, env);
+    opts.pipe_stdin = false;
+    opts.result_pipe = false;
+    proc::Subprocess p(opts);
+    bool stopped = false;
+    while (p.running()) {  // polled: a judge that is done kills it instead of waiting
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (pch_cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_; })) {
+          stopped = true;
+          break;
+        }
+      }
+    }
+    if (stopped) {
+      p.kill();
+      error = "stopped";
+    } else {
+      auto st = p.wait(5);
+      auto j = nlohmann::json::parse(p.stdout_tail().substr(p.stdout_tail().rfind('{') == std::string::npos
+                                                                  ? 0
+                                                                  : p.stdout_tail().rfind('{')),
+                                     nullptr, false);
+      if (j.is_object()) {
+        dir = j.value("pch", "");
+        error = j.value("error", "");
+      } else {
+        error = str("make-pch ", st.describe(), ": ", tail(p.stderr_tail(), 400));
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!dir.empty()) log::debug("judge: precompiled header ready after ", t.elapsed_s(), " s: ", dir);
+  else if (error != "stopped") log::warn("judge: no precompiled header (builds parse the torch headers): ", error.empty() ? "g++ did not accept it" : error);
+  std::lock_guard<std::mutex> lk(mu_);
+  pch_dir_ = dir;
+  pch_done_ = true;
+  pch_cv_.notify_all();
+}
+
+std::string CompilePool::wait_for_pch() {
+  std::unique_lock<std::mutex> lk(mu_);
+  pch_cv_.wait(lk, [&] { return pch_done_; });
+  return pch_dir_;
 }
 
 std::string CompilePool::job_key(const std::string& code) const {
@@ -125,6 +187,10 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
                         {"light_headers", s_.light_headers},
                         {"extra_cflags", s_.extra_cflags},
                         {"extra_cuda_cflags", s_.extra_cuda_cflags}};
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!pch_dir_.empty()) req["pch"] = {{s_.cuda ? "cuda" : "cpp", pch_dir_}};
+  }
   CompileResult r;
   proc::Subprocess p(opts);
   p.write_stdin(req.dump() + "\n");

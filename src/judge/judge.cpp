@@ -148,6 +148,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cs.workers = cfg_.compile_workers;
   cs.timeout_s = cfg_.compile_timeout_s;
   cs.light_headers = cfg_.light_headers;
+  cs.precompiled_header = cfg_.precompiled_header;
   cs.extra_cflags = cfg_.extra_cflags;
   cs.extra_cuda_cflags = cfg_.extra_cuda_cflags;
   cs.max_jobs = cfg_.max_jobs;

@@ -3,12 +3,17 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 
 #include "dice/util/fs.h"
+#include "dice/util/subprocess.h"
 #include "judge/judge_testing.h"
 
 using namespace dice::judge;
@@ -73,5 +78,61 @@ TEST(CompilePool, IdenticalCandidatesShareOneBuild) {
   s2.extra_cflags = {"-O2"};
   CompilePool a(s), b(s2);
   EXPECT_NE(a.job_key(code), b.job_key(code));
+  remove_tree(scratch);
+}
+
+TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
+  std::string scratch = dice::fs::make_temp_dir("dice_cpool_pch_");
+  chmod(scratch.c_str(), 0755);
+  CompileSettings s = settings(scratch);
+  s.toolchain = "compile_test_pch";  // a PCH kept in the test cache across runs
+  s.precompiled_header = true;
+  // a fresh key every run (a comment), so this build is cold and must go through the PCH
+  std::string code = dice::judge::testing::candidate("relu_honest.py");
+  code.insert(code.find("torch::Tensor relu_forward"), "// run " + std::to_string(getpid()) + "_" +
+                                                            std::to_string(time(nullptr)) + "\n");
+  std::string path = scratch + "/cand.py";
+  dice::fs::write_file(path, code);
+  chmod(path.c_str(), 0644);
+  CompileResult res;
+  std::string pch;
+  {
+    CompilePool pool(s);
+    pch = pool.wait_for_pch();
+    ASSERT_FALSE(pch.empty()) << "g++ did not accept the precompiled header";
+    EXPECT_TRUE(dice::fs::exists(pch + "/dice_light.h.gch"));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    pool.submit(path, code, [&](const CompileResult& r) {
+      std::lock_guard<std::mutex> lk(mu);
+      res = r;
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return done; });
+  }
+  ASSERT_EQ(res.failure, Failure::kNone) << res.log_tail;
+  ASSERT_EQ(res.keys.size(), 1u);
+  EXPECT_EQ(res.builds, 1);
+  const std::string entry = s.cache_root + "/" + res.keys[0];
+  auto meta = nlohmann::json::parse(dice::fs::read_file(entry + "/meta.json"));
+  EXPECT_EQ(meta.value("header", ""), "light+pch");
+  // the extension built through the PCH computes the right thing
+  dice::proc::SpawnOptions o;
+  o.argv = {DICE_PYTHON, "-c",
+            "import importlib.machinery as m, importlib.util as u, sys, torch\n"
+            "l = m.ExtensionFileLoader(sys.argv[1], sys.argv[2])\n"
+            "mod = u.module_from_spec(u.spec_from_file_location(sys.argv[1], sys.argv[2], loader=l))\n"
+            "l.exec_module(mod)\n"
+            "x = torch.tensor([-1.0, 2.0, -3.0, 4.0])\n"
+            "print(mod.relu_forward(x).tolist())\n",
+            meta.value("name", ""), entry + "/" + meta.value("so", "")};
+  o.inherit_env = true;
+  auto r = dice::proc::run(o, 120);
+  EXPECT_TRUE(r.status.exited && r.status.code == 0) << r.err;
+  EXPECT_NE(r.out.find("[0.0, 2.0, 0.0, 4.0]"), std::string::npos) << r.out << r.err;
+  dice::judge::remove_tree(entry);  // do not let one entry per run pile up in the test cache
   remove_tree(scratch);
 }

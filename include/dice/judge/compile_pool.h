@@ -33,6 +33,9 @@ struct CompileSettings {
   int uid_base = -1;         // resolved
   int slot_offset = 0;       // uid slot of worker 0
   std::vector<std::string> extra_env;  // e.g. TORCH_CUDA_ARCH_LIST=9.0, ccache PATH
+  // Build the light header as a PCH once per toolchain (in the background, outside the sandbox:
+  // it compiles only the judge's own header); builds started after it is ready use it.
+  bool precompiled_header = true;
 };
 
 struct CompileResult {
@@ -53,6 +56,8 @@ class CompilePool {
               std::function<void(const CompileResult&)> done);
   // Key of a candidate's compile job (code + flags + toolchain).
   std::string job_key(const std::string& code) const;
+  // Blocks until the background PCH build ended; its directory, "" when there is none.
+  std::string wait_for_pch();
 
  private:
   struct Job {
@@ -71,6 +76,11 @@ class CompilePool {
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
+  void build_pch();
+  std::condition_variable pch_cv_;  // separate from cv_: a notify_one meant for a worker must not land here
+  bool pch_done_ = false;
+  std::string pch_dir_;    // guarded by mu_
+  std::thread pch_thread_;
 };
 
 }  // namespace dice::judge

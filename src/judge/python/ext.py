@@ -9,9 +9,18 @@ identical candidates build once and the executor imports the module instead of r
 Modes:
   build  -- build missing keys (one builder per key via flock), then import
   load   -- import only; a missing key raises ExtensionNotBuilt (the compile step must run first)
+
+Precompiled header: `python ext.py make-pch CACHE_ROOT TOOLCHAIN [--cuda]` (run by the judge itself,
+outside the sandbox) builds <cache_root>/pch-<hash>/dice_light.h(.gch) with the exact host-compiler
+flags torch uses for an extension's .cpp file, checks that g++ accepts it, and prints the directory.
+Light-header builds then include "dice_light.h" from there: same text, so the same binary, but the
+torch headers are not parsed again (g++ falls back to the text when the PCH does not fit the flags).
 """
 import fcntl
 import hashlib
+import re
+import stat
+import subprocess
 import importlib.machinery
 import importlib.util
 import json
@@ -25,6 +34,8 @@ import torch
 import torch.utils.cpp_extension as cppext
 
 RECIPE_VERSION = "dice-ext-1"
+PCH_RECIPE = "dice-pch-1"
+PCH_HEADER = "dice_light.h"
 LIGHT_HEADER = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>"
 FULL_HEADER = "#include <torch/extension.h>"
 
@@ -86,6 +97,8 @@ class Settings:
         self.light_headers = bool(cfg.get("light_headers", True))
         self.judge_cflags = list(cfg.get("extra_cflags", []))
         self.judge_cuda_cflags = list(cfg.get("extra_cuda_cflags", []))
+        # {"cpp": dir, "cuda": dir}: PCH directories made by make-pch ("" or missing: none)
+        self.pch = dict(cfg.get("pch") or {})
 
 
 def key_of(norm, s):
@@ -93,6 +106,12 @@ def key_of(norm, s):
                        "judge_cflags": s.judge_cflags, "judge_cuda_cflags": s.judge_cuda_cflags},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _pch_for(norm, s):
+    """The PCH directory that fits this build (CUDA extensions compile their .cpp differently)."""
+    d = s.pch.get("cuda" if norm["cuda_sources"] or norm["with_cuda"] else "cpp", "")
+    return d if d and os.path.exists(os.path.join(d, PCH_HEADER + ".gch")) else ""
 
 
 def _write_sources(d, norm, header):
@@ -134,18 +153,22 @@ def _build(norm, key, s):
     final = os.path.join(s.cache_root, key)
     tmp = tempfile.mkdtemp(prefix=key[:16] + ".tmp.", dir=s.cache_root)
     headers = [("light", LIGHT_HEADER), ("full", FULL_HEADER)] if s.light_headers else [("full", FULL_HEADER)]
+    pch = _pch_for(norm, s) if s.light_headers else ""
+    if pch:  # the same text as LIGHT_HEADER, read from its precompiled form
+        headers[0] = ("light+pch", '#include "%s"' % PCH_HEADER)
     logs = []
     t0 = time.time()
     for tag, header in headers:
         name = "dice_%s_%s" % (key[:20], tag[0])
-        bdir = os.path.join(tmp, tag)
+        bdir = os.path.join(tmp, tag.replace("+", "_"))
         os.makedirs(bdir)
         srcs = _write_sources(bdir, norm, header)
+        includes = norm["extra_include_paths"] + ([pch] if tag == "light+pch" else [])
         try:
             cppext.load(name, srcs,
                         extra_cflags=norm["extra_cflags"] + s.judge_cflags,
                         extra_cuda_cflags=norm["extra_cuda_cflags"] + s.judge_cuda_cflags,
-                        extra_ldflags=norm["extra_ldflags"], extra_include_paths=norm["extra_include_paths"],
+                        extra_ldflags=norm["extra_ldflags"], extra_include_paths=includes,
                         build_directory=bdir, verbose=False, with_cuda=norm["with_cuda"],
                         is_python_module=True)
         except Exception as e:  # compiler errors arrive as RuntimeError with ninja's output
@@ -207,3 +230,90 @@ def install(settings):
 
     cppext.load_inline = load_inline
     return load_inline
+
+
+# ---------------------------------------------------------------------------------------------
+# Precompiled header (trusted: run by the judge, not by candidates)
+
+def _owned_and_private(path):
+    st = os.lstat(path)
+    return st.st_uid == os.geteuid() and not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) \
+        and not stat.S_ISLNK(st.st_mode)
+
+
+def _ninja_compile_command(bdir):
+    """cxx + cflags + post_cflags of the .cpp compile rule torch wrote, minus the module name."""
+    text = open(os.path.join(bdir, "build.ninja")).read()
+    var = lambda k: (re.search(r"^%s = ?(.*)$" % k, text, re.M) or [None, ""])[1]  # noqa: E731
+    cflags = re.sub(r"-DTORCH_EXTENSION_NAME=\S+", "", var("cflags"))
+    return var("cxx") or "c++", cflags, var("post_cflags")
+
+
+def make_pch(cache_root, toolchain, cuda):
+    """Builds (once) and returns the PCH directory for this toolchain, or "" when g++ rejects it."""
+    key = hashlib.sha256(json.dumps([PCH_RECIPE, toolchain, bool(cuda), LIGHT_HEADER]).encode()).hexdigest()[:24]
+    d = os.path.join(cache_root, "pch-" + key)
+    ok = os.path.join(d, "ok")
+    lock_fd = os.open(d + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(lock_fd) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.lexists(d) and not _owned_and_private(d):  # planted by someone else: never use it
+            shutil.rmtree(d, ignore_errors=True) if not os.path.islink(d) else os.unlink(d)
+        if os.path.exists(ok):
+            return open(ok).read().strip()
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d, mode=0o755)
+        os.chmod(d, 0o755)
+        try:
+            used, error = _build_pch(d, key, cuda), ""
+        except Exception as e:  # noqa: BLE001 -- no PCH means slower builds, never a failure
+            used, error = False, "%s: %s" % (type(e).__name__, str(e)[-2000:])
+        for f in os.listdir(d):
+            os.chmod(os.path.join(d, f), 0o644)
+        with open(ok + ".tmp", "w") as fh:  # recorded either way: a failed attempt is not retried
+            fh.write(d if used else "")
+        os.chmod(ok + ".tmp", 0o644)
+        os.rename(ok + ".tmp", ok)
+        if error:
+            raise RuntimeError(error)
+        return d if used else ""
+
+
+def _build_pch(d, key, cuda):
+    tmp = tempfile.mkdtemp(prefix="probe.", dir=d)
+    try:
+        name = "dice_pch_probe_%s" % key[:12]
+        srcs = [os.path.join(tmp, "main.cpp")]
+        with open(srcs[0], "w") as fh:
+            fh.write(LIGHT_HEADER + "\nint dice_probe() { return 1; }\n"
+                     "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"probe\", &dice_probe); }\n")
+        if cuda:
+            srcs.append(os.path.join(tmp, "probe.cu"))
+            with open(srcs[1], "w") as fh:
+                fh.write("__global__ void dice_probe_kernel(int* p) { *p = 1; }\n")
+        cppext.load(name, srcs, build_directory=tmp, verbose=False, with_cuda=bool(cuda), is_python_module=True)
+        cxx, cflags, post = _ninja_compile_command(tmp)
+        with open(os.path.join(d, PCH_HEADER), "w") as fh:
+            fh.write(LIGHT_HEADER + "\n")
+        gch = os.path.join(d, PCH_HEADER + ".gch")
+        subprocess.run("%s %s -x c++-header %s -o %s %s" % (cxx, cflags, os.path.join(d, PCH_HEADER), gch, post),
+                       shell=True, check=True, cwd=tmp, capture_output=True)
+        # g++ -H marks a header it took from a usable PCH with "! "
+        test = os.path.join(tmp, "use.cpp")
+        with open(test, "w") as fh:
+            fh.write('#include "%s"\nint dice_use;\n' % PCH_HEADER)
+        r = subprocess.run("%s %s -I%s -H -fsyntax-only %s %s" % (cxx, cflags, d, test, post), shell=True,
+                           cwd=tmp, capture_output=True, text=True)
+        used = r.returncode == 0 and ("! " + gch) in r.stderr
+        if not used:
+            os.unlink(gch)
+        return used
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__" and len(sys.argv) >= 4 and sys.argv[1] == "make-pch":
+    try:
+        print(json.dumps({"pch": make_pch(sys.argv[2], sys.argv[3], "--cuda" in sys.argv[4:])}))
+    except Exception as e:  # noqa: BLE001 -- no PCH is a slower build, not a failure
+        print(json.dumps({"pch": "", "error": "%s: %s" % (type(e).__name__, str(e)[-2000:])}))
