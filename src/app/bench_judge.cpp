@@ -155,7 +155,7 @@ void run(const BenchJudgeArgs& a) {
     fs::write_file(dir + "/ref.py", jobs[i].task->reference);
     fs::write_file(dir + "/cand.py", jobs[i].text);
     proc::SpawnOptions o;
-    o.argv = {cfg.python.empty() ? std::string(DICE_PYTHON) : cfg.python,
+    o.argv = {cfg.python.empty() ? judge::default_python() : cfg.python,
               str(DICE_SOURCE_DIR, "/src/judge/python/oneshot.py"), dir + "/ref.py", dir + "/cand.py",
               cuda ? "cuda" : "cpu", std::to_string(cfg.trials), "1"};
     o.inherit_env = true;

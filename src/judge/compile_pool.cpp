@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dice/util/error.h"
+#include "dice/util/fs.h"
 #include "dice/util/hash.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
@@ -40,9 +41,11 @@ void CompilePool::build_pch() {
   std::string dir, error;
   try {
     Scratch scratch(str(s_.scratch_root, "/pch_build"), -1);
+    const std::string result = scratch.path() + "/result.json";
     SandboxConfig trusted = s_.sandbox;
-    trusted.enabled = false;  // compiles only the judge's own header, and writes a ~400 MB file
-    std::vector<std::string> args = {s_.harness_dir + "/ext.py", "make-pch", s_.cache_root, s_.toolchain};
+    trusted.enabled = false;  // compiles only the judge's own header, and writes ~700 MB
+    std::vector<std::string> args = {s_.harness_dir + "/ext.py", "make-pch", s_.cache_root, s_.toolchain,
+                                     "--result", result};
     if (s_.cuda) args.push_back("--cuda");
     std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
     for (const auto& e : s_.extra_env) env.push_back(e);
@@ -51,36 +54,35 @@ void CompilePool::build_pch() {
     opts.result_pipe = false;
     proc::Subprocess p(opts);
     bool stopped = false;
-    while (p.running()) {  // polled: a judge that is done kills it instead of waiting
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        if (pch_cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_; })) {
-          stopped = true;
-          break;
-        }
+    while (p.running()) {  // polled: a judge that is done does not wait for it
+      std::unique_lock<std::mutex> lk(mu_);
+      if (pch_cv_.wait_for(lk, std::chrono::milliseconds(200), [&] { return stop_; })) {
+        stopped = true;
+        break;
       }
     }
     if (stopped) {
-      p.kill();
+      // It finishes on its own (a minute at most) under its lock, so the next judge on this cache
+      // finds the PCH instead of starting over.
+      p.detach();
       error = "stopped";
     } else {
       auto st = p.wait(5);
-      auto j = nlohmann::json::parse(p.stdout_tail().substr(p.stdout_tail().rfind('{') == std::string::npos
-                                                                  ? 0
-                                                                  : p.stdout_tail().rfind('{')),
-                                     nullptr, false);
+      auto j = fs::exists(result) ? nlohmann::json::parse(fs::read_file(result), nullptr, false) : nlohmann::json();
       if (j.is_object()) {
         dir = j.value("pch", "");
         error = j.value("error", "");
       } else {
-        error = str("make-pch ", st.describe(), ": ", tail(p.stderr_tail(), 400));
+        error = str("make-pch ", st.describe());
       }
     }
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (!dir.empty()) log::debug("judge: precompiled header ready after ", t.elapsed_s(), " s: ", dir);
-  else if (error != "stopped") log::warn("judge: no precompiled header (builds parse the torch headers): ", error.empty() ? "g++ did not accept it" : error);
+  else if (error != "stopped")
+    log::warn("judge: no precompiled header (builds parse the torch headers): ",
+              error.empty() ? "g++ did not accept it" : error);
   std::lock_guard<std::mutex> lk(mu_);
   pch_dir_ = dir;
   pch_done_ = true;

@@ -71,12 +71,7 @@ void run_plots(const std::string& samples, const std::string& out_dir, const std
 
 // The interpreter for plots: the judge's Python (it has torch; matplotlib comes with install-deps).
 std::string plot_python(const EvalConfig& cfg) {
-  if (!cfg.judge.python.empty()) return cfg.judge.python;
-  if (const char* p = std::getenv("DICE_PYTHON"); p && *p) return p;
-#ifdef DICE_PYTHON
-  if (std::string(DICE_PYTHON).size()) return DICE_PYTHON;
-#endif
-  return "python3";
+  return cfg.judge.python.empty() ? judge::default_python() : cfg.judge.python;
 }
 
 std::string key_of(double p) {

@@ -361,7 +361,7 @@ Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
 }
 
 Subprocess::~Subprocess() {
-  kill();
+  if (!detached_) kill();
   for (int fd : {in_fd_, out_fd_, err_fd_, res_fd_})
     if (fd >= 0) ::close(fd);
 }

@@ -91,6 +91,10 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
   std::string code = dice::judge::testing::candidate("relu_honest.py");
   code.insert(code.find("torch::Tensor relu_forward"), "// run " + std::to_string(getpid()) + "_" +
                                                             std::to_string(time(nullptr)) + "\n");
+  // and -O3, as many candidates ask: served by the -O2 PCH
+  const std::string call = "functions=[\"relu_forward\"],";
+  ASSERT_NE(code.find(call), std::string::npos);
+  code.insert(code.find(call) + call.size(), " extra_cflags=[\"-O3\"],");
   std::string path = scratch + "/cand.py";
   dice::fs::write_file(path, code);
   chmod(path.c_str(), 0644);

@@ -85,6 +85,23 @@ TEST(Subprocess, ResultPipeIsSeparateFromStdout) {
   EXPECT_NE(p.stdout_tail().find("noise"), std::string::npos);
 }
 
+TEST(Subprocess, DetachedChildOutlivesItsOwner) {
+  std::string dir = dice::fs::make_temp_dir("dice_detach_");
+  {
+    dice::proc::Subprocess p(sh("sleep 0.5; echo done > " + dir + "/flag"));
+    p.detach();
+  }  // destroyed while the child sleeps: not killed
+  EXPECT_FALSE(dice::fs::exists(dir + "/flag"));
+  for (int i = 0; i < 100 && !dice::fs::exists(dir + "/flag"); ++i) usleep(50000);
+  EXPECT_TRUE(dice::fs::exists(dir + "/flag"));
+  {
+    dice::proc::Subprocess p(sh("sleep 0.5; echo done > " + dir + "/flag2"));
+  }  // owned: killed with its group
+  usleep(1000000);
+  EXPECT_FALSE(dice::fs::exists(dir + "/flag2"));
+  dice::fs::remove_tree(dir);
+}
+
 TEST(Subprocess, BadExecutableIsAnError) {
   SpawnOptions o;
   o.argv = {"/nonexistent/dice-binary"};

@@ -73,6 +73,10 @@ class Subprocess {
   // Waits for exit, killing the process group after timeout_s (<= 0: no limit).
   ExitStatus wait(double timeout_s);
   void kill();  // SIGKILL to the process group, then reap
+  // Gives up ownership: the destructor neither kills nor reaps the child, which runs on (and is
+  // reparented to init when this process exits). For trusted helpers whose work outlives the caller
+  // (a cache entry); the child must not rely on its stdout/stderr pipes any more.
+  void detach() { detached_ = true; }
 
   const std::string& stdout_tail() const { return out_; }
   const std::string& stderr_tail() const { return err_; }
@@ -88,6 +92,7 @@ class Subprocess {
   bool reaped_ = false;
   int raw_status_ = 0;
   bool killed_for_timeout_ = false;
+  bool detached_ = false;
   std::vector<std::string> applied_, missing_;
 };
 
