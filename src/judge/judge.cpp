@@ -217,6 +217,8 @@ Judge::~Judge() {
   if (!impl_->owned_scratch.empty()) remove_tree(impl_->owned_scratch);
 }
 
+std::string Judge::wait_for_pch() { return impl_->pool->wait_for_pch(); }
+
 int Judge::executor_restarts() const {
   int n = 0;
   for (auto& e : impl_->executors) n += e->restarts();

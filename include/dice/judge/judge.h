@@ -113,6 +113,8 @@ class Judge {
   // Protections the sandbox could not apply on this machine (empty when all were applied).
   const std::vector<std::string>& protections_missing() const { return missing_; }
   int executor_restarts() const;
+  // Blocks until the compile pool's background PCH build ended; its directory ("" = none).
+  std::string wait_for_pch();
 
  private:
   struct Impl;
