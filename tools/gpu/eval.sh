@@ -14,15 +14,18 @@ ngpu=$(nvidia-smi -L | wc -l)
 workers=$(nproc)
 "$dice" ckpt init --config configs/models/tiny.yaml --out "$work/model" --seed 7 > /dev/null
 common=(--set "judge.cache_root=$work/cache" --set "judge.compile_workers=$workers" --set judge.python=python3)
-# EVAL_SETS: extra overrides, e.g. a sandbox setting this node needs (tools/gpu/sandbox_diag.sh)
+# EVAL_SETS: extra overrides, e.g. a sandbox setting `dice doctor` recommends (tools/gpu/doctor.sh)
 for s in ${EVAL_SETS:-}; do common+=(--set "$s"); done
 NEW=${EVAL_NEW:-512}
-for np in 1 $([[ $ngpu -ge 2 ]] && echo 2); do
+PARTS=" ${EVAL_PARTS:-random solutions} "  # EVAL_PARTS="solutions" runs only the honest-solutions part
+nps="1 $([[ $ngpu -ge 2 ]] && echo 2)"
+[[ $PARTS == *" random "* ]] || nps=""
+for np in $nps; do
   echo "=== random tiny checkpoint, builtin CUDA tasks, mpirun -np $np"
   mpirun --allow-run-as-root -np "$np" "$dice" eval --checkpoint "$work/model" --tasks configs/tasks/builtin_cuda.jsonl \
     --out "$work/random_np$np" --set sampler.max_new_tokens=$NEW "${common[@]}" 2>&1 | grep -vE "^eval [0-9]+/" | tail -14
 done
-if [[ $ngpu -ge 2 ]]; then
+if [[ $ngpu -ge 2 && -n $nps ]]; then
   python3 - "$work/random_np1" "$work/random_np2" <<'PY'
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1] + "/samples.jsonl")]
@@ -31,15 +34,17 @@ same = sum(x["response"] == y["response"] for x, y in zip(a, b))
 print(f"random model: {same}/{len(a)} responses identical between 1 and 2 GPUs")
 PY
 fi
-for np in 1 $([[ $ngpu -ge 2 ]] && echo 2); do
+nps="1 $([[ $ngpu -ge 2 ]] && echo 2)"
+[[ $PARTS == *" solutions "* ]] || nps=""
+for np in $nps; do
   echo "=== honest CUDA solutions as responses, timed, mpirun -np $np"
   mpirun --allow-run-as-root -np "$np" "$dice" eval --use-solutions --tasks configs/tasks/builtin_cuda.jsonl \
     --out "$work/solutions_np$np" --set judge.timing=true "${common[@]}" 2>&1 | grep -vE "^eval [0-9]+/" | tail -14
 done
 python3 - "$work" <<'PY'
 import json, sys, glob
-for d in sorted(glob.glob(sys.argv[1] + "/solutions_np*")):
-    bad = [json.loads(l) for l in open(d + "/samples.jsonl")]
+for d in sorted(glob.glob(sys.argv[1] + "/solutions_np*/samples.jsonl")):
+    bad = [json.loads(l) for l in open(d)]
     bad = [(r["task_id"], r["verdict"]["failure"], r["verdict"]["log_tail"][-300:]) for r in bad if not r["verdict"]["correct"]]
     print(d, "not correct:", len(bad))
     for b in bad[:5]:
