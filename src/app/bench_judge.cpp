@@ -83,17 +83,7 @@ void bench_build_variants(const judge::Judge& judge, const std::string& code, nl
         report["pch_seconds"] = pt.elapsed_s();
         report["pch_built"] = !dir.empty();
       }
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      pool.submit(cand, code, [&](const judge::CompileResult& r) {
-        std::lock_guard<std::mutex> lk(mu);
-        res = r;
-        done = true;
-        cv.notify_all();
-      });
-      std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return done; });
+      res = pool.compile(cand, code);
     }
     std::printf("  build variant %-42s %6.1f s  (%s)\n", v.name, res.seconds, judge::failure_name(res.failure));
     report["build_variants"].push_back({{"variant", v.name}, {"seconds", res.seconds},

@@ -20,8 +20,7 @@ std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.subst
 
 CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {
   DICE_REQUIRE(s_.workers >= 1, "judge.compile_workers must be at least 1, got ", s_.workers);
-  if (s_.light_headers && s_.precompiled_header) pch_thread_ = std::thread([this] { build_pch(); });
-  else pch_done_ = true;
+  pch_done_ = !(s_.light_headers && s_.precompiled_header);  // else started by the first submit()
   for (int i = 0; i < s_.workers; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -33,7 +32,7 @@ CompilePool::~CompilePool() {
   cv_.notify_all();
   pch_cv_.notify_all();
   for (auto& t : threads_) t.join();
-  if (pch_thread_.joinable()) pch_thread_.join();  // a PCH build still running is killed (stop_)
+  if (pch_thread_.joinable()) pch_thread_.join();  // a PCH build still running is left to finish (stop_)
 }
 
 void CompilePool::build_pch() {
@@ -89,8 +88,25 @@ void CompilePool::build_pch() {
   pch_cv_.notify_all();
 }
 
+CompileResult CompilePool::compile(const std::string& candidate_path, const std::string& code) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  CompileResult res;
+  submit(candidate_path, code, [&](const CompileResult& r) {
+    std::lock_guard<std::mutex> lk(mu);
+    res = r;
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return done; });
+  return res;
+}
+
 std::string CompilePool::wait_for_pch() {
   std::unique_lock<std::mutex> lk(mu_);
+  if (!pch_done_ && !pch_thread_.joinable()) pch_thread_ = std::thread([this] { build_pch(); });
   pch_cv_.wait(lk, [&] { return pch_done_; });
   return pch_dir_;
 }
@@ -111,6 +127,7 @@ void CompilePool::submit(const std::string& candidate_path, const std::string& c
   CompileResult ready;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (!pch_done_ && !pch_thread_.joinable()) pch_thread_ = std::thread([this] { build_pch(); });
     auto it = jobs_.find(key);
     if (it == jobs_.end()) {
       auto job = std::make_shared<Job>();

@@ -112,7 +112,8 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     impl_->owned_scratch = cfg_.scratch_root;
   }
   make_dir(cfg_.scratch_root, 0755);
-  if (cfg_.cache_root.empty()) cfg_.cache_root = cfg_.scratch_root + "/cache";
+  const bool private_cache = cfg_.cache_root.empty();  // gone with this judge
+  if (private_cache) cfg_.cache_root = cfg_.scratch_root + "/cache";
   make_dir(cfg_.cache_root, 01777);  // sandbox uids publish builds here
   impl_->files_dir = cfg_.scratch_root + "/files";
   make_dir(impl_->files_dir, 0755);
@@ -148,7 +149,8 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cs.workers = cfg_.compile_workers;
   cs.timeout_s = cfg_.compile_timeout_s;
   cs.light_headers = cfg_.light_headers;
-  cs.precompiled_header = cfg_.precompiled_header;
+  // A PCH pays off across runs and long runs; a private cache is deleted with this judge.
+  cs.precompiled_header = cfg_.precompiled_header && !private_cache;
   cs.extra_cflags = cfg_.extra_cflags;
   cs.extra_cuda_cflags = cfg_.extra_cuda_cflags;
   cs.max_jobs = cfg_.max_jobs;

@@ -146,8 +146,11 @@ std::string metrics_table_md(const std::vector<json>& metrics) {
 }
 
 std::string write_report(const EvalConfig& cfg, const std::vector<judge::Task>& tasks, const std::string& out_dir) {
-  SampleStore store(out_dir, 0);
-  auto records = store.read_all();
+  return write_report(cfg, tasks, out_dir, SampleStore(out_dir, 0).read_all());
+}
+
+std::string write_report(const EvalConfig& cfg, const std::vector<judge::Task>& tasks, const std::string& out_dir,
+                         std::vector<json> records) {
   apply_baseline(records, cfg.baseline);
   json m = eval_metrics(records, tasks, cfg);
   m["label"] = cfg.checkpoint.empty() ? (cfg.use_solutions ? std::string("solutions") : cfg.responses) : cfg.checkpoint;

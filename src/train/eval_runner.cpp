@@ -290,8 +290,7 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
   if (world.is_root()) {
     std::vector<std::string> order;
     for (const auto& t : tasks) order.push_back(t.id);
-    store.merge(order);
-    result.report_md = write_report(cfg, tasks, cfg.out);
+    result.report_md = write_report(cfg, tasks, cfg.out, store.merge(order));
     log::info("eval: done in ", static_cast<int>(wall.elapsed_s()), " s; results in ", cfg.out);
   }
   world.barrier();

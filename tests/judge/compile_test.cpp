@@ -105,17 +105,7 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
     pch = pool.wait_for_pch();
     ASSERT_FALSE(pch.empty()) << "g++ did not accept the precompiled header";
     EXPECT_TRUE(dice::fs::exists(pch + "/dice_light.h.gch"));
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    pool.submit(path, code, [&](const CompileResult& r) {
-      std::lock_guard<std::mutex> lk(mu);
-      res = r;
-      done = true;
-      cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return done; });
+    res = pool.compile(path, code);
   }
   ASSERT_EQ(res.failure, Failure::kNone) << res.log_tail;
   ASSERT_EQ(res.keys.size(), 1u);

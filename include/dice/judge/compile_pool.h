@@ -33,8 +33,9 @@ struct CompileSettings {
   int uid_base = -1;         // resolved
   int slot_offset = 0;       // uid slot of worker 0
   std::vector<std::string> extra_env;  // e.g. TORCH_CUDA_ARCH_LIST=9.0, ccache PATH
-  // Build the light header as a PCH once per toolchain (in the background, outside the sandbox:
-  // it compiles only the judge's own header); builds started after it is ready use it.
+  // Build the light header as a PCH once per toolchain and cache (in the background from the first
+  // submit(), outside the sandbox: it compiles only the judge's own header); builds started after
+  // it is ready use it.
   bool precompiled_header = true;
 };
 
@@ -54,9 +55,11 @@ class CompilePool {
   // Candidate file path + its content key; `done` runs on a pool thread when the result is known.
   void submit(const std::string& candidate_path, const std::string& code,
               std::function<void(const CompileResult&)> done);
+  // submit() and wait for the result.
+  CompileResult compile(const std::string& candidate_path, const std::string& code);
   // Key of a candidate's compile job (code + flags + toolchain).
   std::string job_key(const std::string& code) const;
-  // Blocks until the background PCH build ended; its directory, "" when there is none.
+  // Starts the PCH build if needed and blocks until it ended; its directory, "" when there is none.
   std::string wait_for_pch();
 
  private:

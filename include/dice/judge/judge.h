@@ -40,7 +40,8 @@ struct JudgeConfig {
   int iters = 10;
   int timing_input_sets = 2;
   bool light_headers = true;          // try torch/types.h + pybind first, fall back to torch/extension.h
-  bool precompiled_header = true;     // light headers from a PCH built once per toolchain (ext.py)
+  bool precompiled_header = true;     // light headers from a PCH built once per toolchain and cache_root
+                                      // (ext.py); only with a cache_root that outlives the judge
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_cuda_cflags;
   int max_jobs = 2;                   // ninja jobs per build

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dice/dist/world.h"
 #include "dice/judge/judge.h"
 #include "dice/judge/static_check.h"
@@ -76,8 +78,11 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world);
 std::string project_root();
 // The tasks an eval config names (--tasks or --kernelbench, filtered by levels).
 std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg);
-// Rebuilds report.{json,md} (and plots) from the records in a result folder.
+// Rebuilds report.{json,md} (and plots) from the records in a result folder, or from `records`
+// when the caller has them already (the merge just returned them).
 std::string write_report(const EvalConfig& cfg, const std::vector<judge::Task>& tasks, const std::string& out_dir);
+std::string write_report(const EvalConfig& cfg, const std::vector<judge::Task>& tasks, const std::string& out_dir,
+                         std::vector<nlohmann::json> records);
 // Side-by-side table of several result folders (reads their report.json).
 std::string compare_reports(const std::vector<std::string>& dirs, const std::string& out_dir);
 

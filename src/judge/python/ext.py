@@ -10,22 +10,23 @@ Modes:
   build  -- build missing keys (one builder per key via flock), then import
   load   -- import only; a missing key raises ExtensionNotBuilt (the compile step must run first)
 
-Precompiled header: `python ext.py make-pch CACHE_ROOT TOOLCHAIN [--cuda]` (run by the judge itself,
-outside the sandbox) builds <cache_root>/pch-<hash>/dice_light.h(.gch) with the exact host-compiler
-flags torch uses for an extension's .cpp file, checks that g++ accepts it, and prints the directory.
+Precompiled header: `python ext.py make-pch CACHE_ROOT TOOLCHAIN [--cuda] [--result FILE]` (run by the
+judge itself, outside the sandbox) builds <cache_root>/pch-<hash>/dice_light.h(.gch/) with the exact
+host-compiler flags torch uses for an extension's .cpp file, checks that g++ accepts it, and reports
+the directory (as JSON, to FILE or stdout).
 Light-header builds then include "dice_light.h" from there: same text, so the same binary, but the
 torch headers are not parsed again (g++ falls back to the text when the PCH does not fit the flags).
 """
 import fcntl
 import hashlib
-import re
-import stat
-import subprocess
 import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import shutil
+import stat
+import subprocess
 import sys
 import tempfile
 import time
