@@ -70,13 +70,16 @@ bool remove_tree(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT;
   if (!S_ISDIR(st.st_mode)) return ::unlink(path.c_str()) == 0;
-  for (int round = 0; round < 8; ++round) {  // each round opens up one more level of 0-mode dirs
+  // Each round opens up the unreadable directories it met (one more level of 0-mode nesting);
+  // it stops when a round meets none, or none it could open.
+  for (int round = 0; round < 4096; ++round) {
     std::vector<std::string> unreadable;
     t_unreadable = &unreadable;
     nftw(path.c_str(), remove_entry, 32, FTW_DEPTH | FTW_PHYS);
     t_unreadable = nullptr;
-    if (unreadable.empty()) break;
-    for (const auto& d : unreadable) ::chmod(d.c_str(), 0700);
+    bool opened = false;
+    for (const auto& d : unreadable) opened = ::chmod(d.c_str(), 0700) == 0 || opened;
+    if (!opened) break;
   }
   return ::lstat(path.c_str(), &st) != 0;
 }
