@@ -42,6 +42,7 @@ struct SampleBenchArgs {
   bool greedy_check = false;
   std::string work_dir = "/tmp/dice-bench-sample";
   int64_t check_every = 8;
+  int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
   double hbm_bytes_per_s = 4.8e12;
   double peak_flops = 790e12;
 };
@@ -198,6 +199,27 @@ void run_throughput(const SampleBenchArgs& a) {
                            {"roofline_fraction", tps / roof_tps}, {"roofline_bytes", roof.bytes},
                            {"roofline_flops", roof.flops}});
         s.release();
+        if (a.phase_new > 0) {  // where the time goes: a separate, synchronised run
+          auto pc = c;
+          pc.max_new_tokens = std::min(max_new, a.phase_new);
+          pc.max_len = (a.prompt_len + pc.max_new_tokens + 3) / 4 * 4;
+          pc.time_phases = true;
+          rollout::Sampler ps(m, pc);
+          ps.generate(prompts, 0);
+          const auto& st = ps.last_stats();
+          const double total = st.wall_s > 0 ? st.wall_s : 1;
+          auto pct = [&](double x) { return 100.0 * x / total; };
+          std::printf("    phases (%ld new tokens, synchronised, %.2f s): prefill %.1f%% | model %.1f%% (%.2f ms/forward, %ld "
+                      "forwards) | draw+unmask %.1f%% | block bookkeeping %.1f%% | retire %.1f%%\n",
+                      static_cast<long>(pc.max_new_tokens), st.wall_s, pct(st.prefill_s), pct(st.model_s),
+                      st.forwards ? 1e3 * st.model_s / st.forwards : 0.0, static_cast<long>(st.forwards), pct(st.draw_s),
+                      pct(st.commit_s), pct(st.retire_s));
+          std::fflush(stdout);
+          results.back()["phases"] = {{"max_new", pc.max_new_tokens}, {"wall_s", st.wall_s}, {"prefill_s", st.prefill_s},
+                                      {"model_s", st.model_s}, {"draw_s", st.draw_s}, {"commit_s", st.commit_s},
+                                      {"retire_s", st.retire_s}, {"forwards", st.forwards}};
+          ps.release();
+        }
       }
     }
   }
@@ -293,6 +315,8 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--peer-max-new", a->peer_max_new, "new tokens for the peer (0 = same as dice)");
   cmd.add_option("--temperature", a->temperature, "sampling temperature");
   cmd.add_option("--check-every", a->check_every, "sampler.check_every");
+  cmd.add_option("--phase-new", a->phase_new,
+                 "new tokens of an extra run timed phase by phase (device synchronised; 0 = skip)");
   cmd.add_flag("!--no-peer", a->peer, "skip the PyTorch peer");
   cmd.add_option("--peer-script", a->peer_script, "the peer script");
   cmd.add_option("--python", a->python, "python with torch (+ transformers) for the peer");

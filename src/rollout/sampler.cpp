@@ -11,6 +11,7 @@
 // `check_every` forwards to retire finished rows, compact the batch and admit waiting prompts.
 #include "dice/rollout/sampler.h"
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -167,6 +168,13 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
   const bool exact_mirror = I.strategy != Strategy::kDynamic;
   const int64_t first_block_steps = std::min(cfg_.steps, W);  // static: steps of a fully masked block
 
+  // Phase timing (time_phases): wait for the device, then read the clock.
+  const bool timed = cfg_.time_phases;
+  auto mark = [&]() {
+    if (timed && I.device.is_cuda()) torch::cuda::synchronize();
+    return wall.elapsed_s();
+  };
+
   // ---- admission: prefill waiting prompts into free rows [n, n + m) ----
   int64_t next = 0, done = 0;
   auto admit = [&]() {
@@ -246,11 +254,14 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     cat(I.seq_steps, torch::full({m, T}, -1, i64));
     cat(I.seq_logp, torch::zeros({m, T}, i64.dtype(torch::kFloat32)));
     next += m;
+    if (timed) mark();
     stats_.prefill_s += t.elapsed_s();
   };
 
   // ---- one decode forward of all active rows ----
   auto forward_step = [&]() {
+    const double t0 = timed ? mark() : 0;
+    double t1 = t0, t2 = t0;
     const int64_t n = I.n();
     int64_t max_pos = 0;
     bool same = true;
@@ -282,11 +293,14 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     ++stats_.forwards;
     if (all_commit) {
       model_->hidden(fa);
+      if (timed) t1 = t2 = mark();
     } else {
       auto logits = model_->forward(fa);  // [n, W, V]
+      if (timed) t1 = mark();
       auto u = uniform_noise(cfg_.seed, I.seq_id, I.st.global_step, W);
       auto d = draw_tokens(logits, u, I.sp, cfg_.record_logprobs);
       apply_step(I.st, d, I.active, cfg_.steps, I.strategy, cfg_.threshold);
+      if (timed) t2 = mark();
     }
 
     // Commit: record the final block, decide whether the row is finished, else start the next block.
@@ -310,6 +324,11 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     I.st.unmask_step = torch::where(a1, torch::full_like(I.st.unmask_step, -1), I.st.unmask_step);
     I.st.logprob = torch::where(a1, torch::zeros_like(I.st.logprob), I.st.logprob);
 
+    if (timed) {
+      stats_.model_s += t1 - t0;
+      stats_.draw_s += t2 - t1;
+      stats_.commit_s += mark() - t2;
+    }
     for (auto& s : I.slots) ++s.since_check;
     if (exact_mirror) {
       for (auto& s : I.slots) {
@@ -406,7 +425,9 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
   while (done < N) {
     admit();
     for (int64_t f = 0; f < cfg_.check_every; ++f) forward_step();
+    const double r0 = timed ? mark() : 0;
     retire();
+    if (timed) stats_.retire_s += mark() - r0;
   }
   stats_.wall_s = wall.elapsed_s();
   return out;

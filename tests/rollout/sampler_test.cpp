@@ -169,6 +169,30 @@ TEST(Sampler, ResponsesDependOnThePromptAndTheSeed) {
   EXPECT_NE(a[0].response_ids, other_seed[0].response_ids);
 }
 
+TEST(Sampler, PhaseTimingChangesNothingAndAccountsForTheTime) {
+  auto m = tiny_model();
+  auto prompts = prompts_of({2, 9, 4, 13, 7});
+  for (std::string strategy : {"static", "dynamic"}) {
+    auto c = base_config();
+    c.strategy = strategy;
+    Sampler plain(m, c);
+    auto a = plain.generate(prompts);
+    EXPECT_EQ(plain.last_stats().model_s, 0.0);  // not measured unless asked
+    c.time_phases = true;
+    Sampler timed(m, c);
+    auto b = timed.generate(prompts);
+    for (size_t i = 0; i < prompts.size(); ++i) expect_same(a[i], b[i], strategy + " prompt " + std::to_string(i));
+    const auto& st = timed.last_stats();
+    EXPECT_GT(st.model_s, 0.0);
+    EXPECT_GT(st.draw_s, 0.0);
+    EXPECT_GT(st.commit_s, 0.0);
+    EXPECT_GT(st.retire_s, 0.0);
+    const double parts = st.prefill_s + st.model_s + st.draw_s + st.commit_s + st.retire_s;
+    EXPECT_LE(parts, st.wall_s * 1.0001) << strategy;
+    EXPECT_GE(parts, st.wall_s * 0.5) << strategy;  // the phases are where the time goes
+  }
+}
+
 TEST(Sampler, BatchOfMixedLengthsEqualsEachPromptAlone) {
   auto m = tiny_model();
   auto prompts = prompts_of({2, 9, 4, 13, 7});

@@ -55,6 +55,7 @@ struct SamplerConfig {
   int64_t max_len = 6144;   // prompt + response tokens per row (KV cache length)
   int64_t check_every = 8;  // forwards between host checks for finished rows
   int64_t prefill_tokens = 32768;  // prompt tokens per prefill forward (bounds activation memory)
+  bool time_phases = false;  // synchronise the device around each phase and time it (dice bench)
 
   template <class V> void visit(V& v) {
     v("block_size", block_size, "tokens per diffusion block (0 = the model's)");
@@ -73,6 +74,7 @@ struct SamplerConfig {
     v("max_len", max_len, "prompt + response tokens per sequence (KV cache length)");
     v("check_every", check_every, "forwards between checks for finished sequences");
     v("prefill_tokens", prefill_tokens, "prompt tokens per prefill forward");
+    v("time_phases", time_phases, "synchronise and time each phase (slower; for profiling)");
   }
   void validate() const;
 };
@@ -97,6 +99,11 @@ struct SampleStats {
   int64_t prefills = 0;
   double prefill_s = 0;
   double wall_s = 0;
+  // With time_phases (device synchronised at each boundary, so they add up to about wall_s):
+  double model_s = 0;   // decode forwards of the model (lm_head included)
+  double draw_s = 0;    // noise, sampling and the unmasking rule
+  double commit_s = 0;  // block bookkeeping after each forward (commit, stop checks, next block)
+  double retire_s = 0;  // host checks, finished rows out, compaction of the cache
   double tokens_per_s() const { return wall_s > 0 ? response_tokens / wall_s : 0; }
 };
 
