@@ -33,7 +33,7 @@ echo "== 2. throughput =="
 start=$(date +%s)
 "$DICE" bench sample --shapes sdar-1.7b,sdar-4b --batches 1,32,128 --strategies static,dynamic \
   --prompt-len 512 --max-new-tokens "$NEW" --peer-max-new "$PEER_NEW" --python "$PY" \
-  --json "$OUT/sampler_bench.json" 2>&1 | tee "$OUT/sampler_bench.txt"
+  --phase-new "${PHASE_NEW:-128}" --json "$OUT/sampler_bench.json" 2>&1 | tee "$OUT/sampler_bench.txt"
 bench_rc=${PIPESTATUS[0]}
 echo "(benchmark: exit $bench_rc, $(( $(date +%s) - start )) s)"
 echo "targets: batch 128 static >= 6x peer and >= 50% of roofline; batch 1 >= 10x peer"
