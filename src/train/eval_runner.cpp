@@ -208,11 +208,7 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
   }
 
   pin_judge_gpu(world);
-  judge::JudgeConfig jcfg = cfg.judge;
-  judge::Judge judger(jcfg);
-  judger.set_static_checker([sc = cfg.static_checks](const judge::Task& t, const std::string& code) {
-    return judge::static_check(code, t.device, sc);
-  });
+  judge::Judge judger(cfg.judge);  // static checks: judge.static_checks
 
   std::map<std::string, std::string> templates;
   log::Progress progress("eval", shard.end - shard.begin);
@@ -250,10 +246,8 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
 
     // The DICE/KernelBench protocol judges the FIRST fenced code block of the answer.
     std::vector<judge::Job> jobs;
-    for (int64_t i = begin; i < end; ++i) {
-      auto block = text::extract_code_block(responses[i - begin]);
-      jobs.push_back({&tasks[todo[i].task], block ? block->code : std::string(), true});
-    }
+    for (int64_t i = begin; i < end; ++i)
+      jobs.push_back({&tasks[todo[i].task], judge::extract_candidate_code(responses[i - begin]), true});
     Timer judge_timer;
     auto verdicts = judger.judge(jobs);
     double judge_s = judge_timer.elapsed_s();

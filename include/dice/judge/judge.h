@@ -95,12 +95,12 @@ using ProgressFn = std::function<void(size_t done, size_t total)>;
 // Static checks: findings for one candidate (default: judge::static_check with cfg.static_checks).
 using StaticChecker = std::function<std::vector<Finding>(const Task& task, const std::string& code)>;
 
-// The candidate file inside a response: its FIRST fenced code block (the DICE/KernelBench rule,
-// see text::extract_code_block); "" when there is none.
 // $DICE_PYTHON, else the interpreter the build found; the harness shipped with the sources.
 std::string default_python();
 std::string default_harness_dir();
 
+// The candidate file inside a response: its FIRST fenced code block (the DICE/KernelBench rule,
+// see text::extract_code_block); "" when there is none.
 std::string extract_candidate_code(const std::string& response);
 
 class Judge {

@@ -16,7 +16,6 @@
 
 #include "dice/dist/world.h"
 #include "dice/judge/judge.h"
-#include "dice/judge/static_check.h"
 #include "dice/rollout/sampler.h"
 
 namespace dice::train {
@@ -39,7 +38,6 @@ struct EvalConfig {
   bool plots = true;
   rollout::SamplerConfig sampler = default_sampler();
   judge::JudgeConfig judge;
-  judge::StaticCheckConfig static_checks;
 
   static rollout::SamplerConfig default_sampler();
   template <class V> void visit(V& v) {
@@ -60,7 +58,6 @@ struct EvalConfig {
     v("plots", plots, "write PNG plots");
     v("sampler", sampler, "block-diffusion sampler");
     v("judge", judge, "kernel judge");
-    v("static_checks", static_checks, "anti-hack static checks");
   }
   void validate() const;
 };
