@@ -21,6 +21,9 @@ std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.subst
 CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {
   DICE_REQUIRE(s_.workers >= 1, "judge.compile_workers must be at least 1, got ", s_.workers);
   pch_done_ = !(s_.light_headers && s_.precompiled_header);  // else started by the first submit()
+  if (proc::cpus_allowed() < proc::cpus_online())
+    log::info("judge: this process is pinned to ", proc::cpus_allowed(), " of ", proc::cpus_online(),
+              " CPUs (mpirun/srun binding); builds run on all CPUs the machine allows");
   for (int i = 0; i < s_.workers; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -51,6 +54,7 @@ void CompilePool::build_pch() {
     auto opts = sandboxed_python(trusted, s_.python, args, scratch.path(), {}, -1, s_.cuda, env);
     opts.pipe_stdin = false;
     opts.result_pipe = false;
+    opts.all_cpus = true;
     proc::Subprocess p(opts);
     bool stopped = false;
     while (p.running()) {  // polled: a judge that is done does not wait for it
@@ -200,6 +204,7 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/compile.py"}, scratch.path(),
                                {s_.cache_root}, uid, s_.cuda, env);
   opts.sandbox.cpu_s = static_cast<long>(s_.timeout_s * 4) + 60;
+  opts.all_cpus = true;  // builds use the whole node even when mpirun pinned this rank to one core
   nlohmann::json req = {{"candidate", path},
                         {"cache_root", s_.cache_root},
                         {"toolchain", s_.toolchain},

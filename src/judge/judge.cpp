@@ -227,7 +227,8 @@ int Judge::executor_restarts() const {
   return n;
 }
 
-std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn& progress) {
+std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn& progress,
+                                  const VerdictFn& on_verdict) {
   const size_t n = jobs.size();
   std::vector<Verdict> verdicts(n);
   std::vector<nlohmann::json> requests(n);
@@ -238,6 +239,7 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
 
   auto finish = [&](size_t i) {  // caller holds mu
     ++done;
+    if (on_verdict) on_verdict(i, verdicts[i]);
     if (progress) progress(done, n);
     cv.notify_all();
   };

@@ -248,21 +248,22 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
     std::vector<judge::Job> jobs;
     for (int64_t i = begin; i < end; ++i)
       jobs.push_back({&tasks[todo[i].task], judge::extract_candidate_code(responses[i - begin]), true});
+    // Each record is stored as soon as its verdict is final: a job killed mid-chunk (a Slurm
+    // time limit) loses only the candidates still being judged.
     Timer judge_timer;
-    auto verdicts = judger.judge(jobs);
-    double judge_s = judge_timer.elapsed_s();
-
-    for (int64_t i = begin; i < end; ++i) {
+    std::string store_error;  // judge threads call store_record: errors are raised after judge()
+    auto store_record = [&](size_t k, const judge::Verdict& verdict) {
+      if (!store_error.empty()) return;
+      int64_t i = begin + static_cast<int64_t>(k);
       const auto& t = tasks[todo[i].task];
-      size_t k = static_cast<size_t>(i - begin);
       json rec = {{"task_id", t.id},
                   {"sample_id", todo[i].sample},
                   {"level", t.level},
                   {"difficulty", t.difficulty},
                   {"prompt", prompts[k]},
                   {"response", responses[k]},
-                  {"verdict", verdicts[k]},
-                  {"timings", {{"chunk_sample_s", sample_s}, {"chunk_judge_s", judge_s}}}};
+                  {"verdict", verdict},
+                  {"timings", {{"chunk_sample_s", sample_s}, {"judged_after_s", judge_timer.elapsed_s()}}}};
       if (use_model) {
         rec["checkpoint"] = ckpt_dir;
         rec["response_tokens"] = gens[k].response_ids.size();
@@ -272,8 +273,16 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
       } else {
         rec["source"] = cfg.use_solutions ? "solutions" : cfg.responses;
       }
-      store.append(rec);
-    }
+      try {
+        store.append(rec);
+      } catch (const std::exception& e) {
+        store_error = e.what();
+      }
+    };
+    judger.judge(
+        jobs, [&](size_t judged, size_t) { progress.update(finished + static_cast<int64_t>(judged)); },
+        store_record);
+    if (!store_error.empty()) throw Error(store_error);
     finished += end - begin;
     result.judged_here += end - begin;
     progress.update(finished);

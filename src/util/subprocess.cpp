@@ -26,6 +26,18 @@
 
 namespace dice::proc {
 
+int cpus_allowed() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus_online();
+  return CPU_COUNT(&set);
+}
+
+int cpus_online() {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
 std::string ExitStatus::describe() const {
   if (timed_out) return "timeout";
   if (exited) return str("exit ", code);
@@ -89,7 +101,7 @@ struct ChildPlan {
   std::vector<char*> argv, env;
   std::string exe, cwd;
   SandboxOptions sb;
-  bool pipe_stdin = false, result_pipe = false;
+  bool pipe_stdin = false, result_pipe = false, all_cpus = false;
   int in_r = -1, out_w = -1, err_w = -1, res_w = -1, status_w = -1;
   std::vector<char> mountinfo;  // scratch buffer for /proc/self/mountinfo
 };
@@ -195,6 +207,12 @@ bool make_readonly(ChildPlan& p) {
   int st = p.status_w;
   setsid();
   if (getppid() != parent) _exit(127);
+  if (p.all_cpus) {  // the kernel keeps only the CPUs our cgroup allows
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+    sched_setaffinity(0, sizeof(all), &all);
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -301,6 +319,7 @@ Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
   p.mountinfo.resize(1 << 20);
   p.pipe_stdin = opts.pipe_stdin;
   p.result_pipe = opts.result_pipe;
+  p.all_cpus = opts.all_cpus;
 
   int in[2] = {-1, -1}, out[2], err[2], res[2] = {-1, -1}, status[2];
   if (opts.pipe_stdin) make_pipe(in);

@@ -11,7 +11,7 @@ PY=${DICE_PYTHON:-python3}
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/dice_builtin_ext}
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 export MAX_JOBS=2
-jobs=$(nproc)  # one nvcc build per core (MAX_JOBS=2 each; builds wait on I/O and the host compiler)
+jobs=${TASKS_JOBS:-$(nproc)}  # one nvcc build per core (MAX_JOBS=2 each; builds wait on I/O and the host compiler)
 echo "== building the CUDA solutions ($jobs in parallel)"
 $PY tools/tasks/check_builtin.py --tasks configs/tasks/builtin_cuda.jsonl --build-only --jobs "$jobs" 2>&1 \
   | tee "$OUT/builtin_cuda_build.log" | grep -v '^built ' | tail -60

@@ -11,8 +11,7 @@ dice=${DICE:-build-gpu/src/app/dice}
 mkdir -p "$work" && chmod 755 "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=4
 ngpu=$(nvidia-smi -L | wc -l)
-workers=$(nproc)
-"$dice" ckpt init --config configs/models/tiny.yaml --out "$work/model" --seed 7 > /dev/null
+workers=${EVAL_WORKERS:-$(nproc)}
 common=(--set "judge.cache_root=$work/cache" --set "judge.compile_workers=$workers" --set judge.python=python3)
 # EVAL_SETS: extra overrides, e.g. a sandbox setting `dice doctor` recommends (tools/gpu/doctor.sh)
 for s in ${EVAL_SETS:-}; do common+=(--set "$s"); done
@@ -20,10 +19,12 @@ NEW=${EVAL_NEW:-512}
 PARTS=" ${EVAL_PARTS:-random solutions} "  # EVAL_PARTS="solutions" runs only the honest-solutions part
 nps="1 $([[ $ngpu -ge 2 ]] && echo 2)"
 [[ $PARTS == *" random "* ]] || nps=""
+[[ -n $nps ]] && "$dice" ckpt init --config configs/models/tiny.yaml --out "$work/model" --seed 7 > /dev/null
 for np in $nps; do
   echo "=== random tiny checkpoint, builtin CUDA tasks, mpirun -np $np"
   mpirun --allow-run-as-root -np "$np" "$dice" eval --checkpoint "$work/model" --tasks configs/tasks/builtin_cuda.jsonl \
-    --out "$work/random_np$np" --set sampler.max_new_tokens=$NEW "${common[@]}" 2>&1 | grep -vE "^eval [0-9]+/" | tail -14
+    --out "$work/random_np$np" --set sampler.max_new_tokens=$NEW "${common[@]}" > "$work/random_np$np.log" 2>&1
+  grep -vE "^eval [0-9]+/" "$work/random_np$np.log" | tail -14
 done
 if [[ $ngpu -ge 2 && -n $nps ]]; then
   python3 - "$work/random_np1" "$work/random_np2" <<'PY'
@@ -39,7 +40,9 @@ nps="1 $([[ $ngpu -ge 2 ]] && echo 2)"
 for np in $nps; do
   echo "=== honest CUDA solutions as responses, timed, mpirun -np $np"
   mpirun --allow-run-as-root -np "$np" "$dice" eval --use-solutions --tasks configs/tasks/builtin_cuda.jsonl \
-    --out "$work/solutions_np$np" --set judge.timing=true "${common[@]}" 2>&1 | grep -vE "^eval [0-9]+/" | tail -14
+    --out "$work/solutions_np$np" --set judge.timing=true "${common[@]}" 2>&1 | while IFS= read -r l; do
+      printf '%s %s\n' "$(date +%T)" "$l"; done > "$work/solutions_np$np.log"  # timestamped, kept whole
+  grep -vE " eval [0-9]+/" "$work/solutions_np$np.log" | tail -14; grep -E " eval [0-9]+/" "$work/solutions_np$np.log" | tail -4
 done
 python3 - "$work" <<'PY'
 import json, sys, glob

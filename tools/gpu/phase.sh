@@ -22,8 +22,8 @@ for phase in "$@"; do
     sampler) OUT=$work/sampler timeout 420 bash tools/gpu/sampler.sh > "$OUT/sampler.log" 2>&1 ;;
     judge-cases) OUT=$work/judge timeout 230 bash tools/gpu/judge.sh cases > "$OUT/judge_cases.log" 2>&1 ;;
     judge-bench) OUT=$work/judge timeout 420 bash tools/gpu/judge.sh bench > "$OUT/judge_bench.log" 2>&1 ;;
-    tasks) OUT=$work/tasks timeout 300 bash tools/gpu/builtin_tasks.sh > "$OUT/tasks.log" 2>&1 ;;
-    eval) timeout 340 bash tools/gpu/eval.sh "$work/eval" > "$OUT/eval.log" 2>&1 ;;
+    tasks) OUT=$work/tasks timeout "${TASKS_TIMEOUT:-300}" bash tools/gpu/builtin_tasks.sh > "$OUT/tasks.log" 2>&1 ;;
+    eval) timeout "${EVAL_TIMEOUT:-340}" bash tools/gpu/eval.sh "$work/eval" > "$OUT/eval.log" 2>&1 ;;
     agree)  # after tasks and eval: dice's verdicts vs the KernelBench-style harness's
       python3 tools/gpu/compare_verdicts.py "$work/tasks/builtin_cuda_check.json" "$work/eval/solutions_np1/samples.jsonl" \
         > "$OUT/agree.log" 2>&1; cat "$OUT/agree.log" ;;

@@ -92,6 +92,8 @@ struct Job {
 };
 
 using ProgressFn = std::function<void(size_t done, size_t total)>;
+// Called once per job as soon as its verdict is final (in completion order, one call at a time).
+using VerdictFn = std::function<void(size_t job, const Verdict& verdict)>;
 // Static checks: findings for one candidate (default: judge::static_check with cfg.static_checks).
 using StaticChecker = std::function<std::vector<Finding>(const Task& task, const std::string& code)>;
 
@@ -107,7 +109,8 @@ class Judge {
  public:
   explicit Judge(JudgeConfig cfg);
   ~Judge();
-  std::vector<Verdict> judge(const std::vector<Job>& jobs, const ProgressFn& progress = nullptr);
+  std::vector<Verdict> judge(const std::vector<Job>& jobs, const ProgressFn& progress = nullptr,
+                             const VerdictFn& on_verdict = nullptr);
   void set_static_checker(StaticChecker checker) { static_checker_ = std::move(checker); }
   const JudgeConfig& config() const { return cfg_; }
   const std::string& toolchain() const { return toolchain_; }

@@ -39,8 +39,15 @@ struct SpawnOptions {
   bool pipe_stdin = false;              // false: stdin is /dev/null
   bool result_pipe = false;             // fd 3 in the child: a channel its output cannot corrupt
   size_t capture_bytes = 64 * 1024;     // tail kept per stream
+  // true: the child may run on every CPU this machine (and its cgroup) allows, not just the ones the
+  // caller is pinned to (mpirun/srun bind a rank to one core; parallel builds need them all).
+  bool all_cpus = false;
   SandboxOptions sandbox;
 };
+
+// CPUs this process may run on, and CPUs online ("1 of 32": pinned by mpirun/srun).
+int cpus_allowed();
+int cpus_online();
 
 struct ExitStatus {
   bool exited = false;   // normal exit: code is valid
