@@ -71,7 +71,7 @@ void bench_build_variants(const judge::Judge& judge, const std::string& code, nl
     auto tc = nlohmann::json::parse(judge.toolchain(), nullptr, false);
     s.cuda = !tc.is_discarded() && tc.value("cuda_available", false) && cfg.device != "cpu";
     if (s.cuda && !tc.value("arch", "").empty()) s.extra_env.push_back("TORCH_CUDA_ARCH_LIST=" + tc.value("arch", ""));
-    judge::make_public_dir(s.cache_root);
+    judge::make_cache_dir(s.cache_root);
     judge::CompileResult res;
     {
       judge::CompilePool pool(s);

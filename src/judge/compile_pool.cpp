@@ -1,8 +1,16 @@
 // Compile pool: parallel sandboxed builds into the content-addressed cache, deduplicated by key.
 #include "dice/judge/compile_pool.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +24,104 @@ namespace dice::judge {
 
 namespace {
 std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
+// The normalised load_inline arguments (ext.normalize) with every field checked and nothing else
+// kept: the bytes the key is computed from and the builder is given. Throws dice::Error when the
+// request is not of that shape.
+nlohmann::json canonical_request(const nlohmann::json& r) {
+  DICE_REQUIRE(r.is_object(), "the build request is not an object");
+  auto strings = [&](const char* k) {
+    nlohmann::json out = nlohmann::json::array();
+    if (!r.contains(k)) return out;
+    DICE_REQUIRE(r[k].is_array(), "build request field ", k, " is not a list");
+    for (const auto& x : r[k]) {
+      DICE_REQUIRE(x.is_string(), "build request field ", k, " holds a non-string");
+      out.push_back(x);
+    }
+    return out;
+  };
+  nlohmann::json c;
+  for (const char* k : {"cpp_sources", "cuda_sources", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+                        "extra_include_paths"})
+    c[k] = strings(k);
+  c["functions"] = nullptr;
+  if (r.contains("functions") && !r["functions"].is_null()) {
+    DICE_REQUIRE(r["functions"].is_object(), "build request field functions is not a mapping");
+    for (const auto& [name, doc] : r["functions"].items()) {
+      DICE_REQUIRE(doc.is_string(), "build request: the docstring of ", name, " is not a string");
+      c["functions"][name] = doc;
+    }
+  }
+  c["with_cuda"] = nullptr;
+  if (r.contains("with_cuda") && !r["with_cuda"].is_null()) {
+    DICE_REQUIRE(r["with_cuda"].is_boolean(), "build request field with_cuda is not a boolean");
+    c["with_cuda"] = r["with_cuda"];
+  }
+  c["with_pytorch_error_handling"] = r.value("with_pytorch_error_handling", true);
+  return c;
+}
+
+// <cache_root>/<key> made by this process (ours, not writable by others, a real directory).
+bool trusted_entry(const std::string& dir) {
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)))
+    return false;
+  struct stat m;
+  std::string meta = dir + "/meta.json";
+  return lstat(meta.c_str(), &m) == 0 && S_ISREG(m.st_mode) && m.st_uid == geteuid();
+}
+
+// Copies a regular file (never through a symlink) into dst, mode 0644.
+void copy_regular_file(const std::string& src, const std::string& dst) {
+  int in = ::open(src.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  DICE_REQUIRE(in >= 0, "cannot open the built extension '", src, "': ", std::strerror(errno));
+  struct stat st;
+  if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (4LL << 30)) {
+    ::close(in);
+    throw Error(str("the builder's output '", src, "' is not a regular file of at most 4 GiB"));
+  }
+  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (out < 0) {
+    ::close(in);
+    throw Error(str("cannot create '", dst, "': ", std::strerror(errno)));
+  }
+  char buf[1 << 16];
+  bool ok = true;
+  for (;;) {
+    ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
+    }
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = ::write(out, buf + off, static_cast<size_t>(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        ok = false;
+        break;
+      }
+      off += w;
+    }
+    if (!ok) break;
+  }
+  ::close(in);
+  ok = ::close(out) == 0 && ok;
+  DICE_REQUIRE(ok, "cannot copy '", src, "' into the build cache: ", std::strerror(errno));
+}
 }  // namespace
+
+std::string extension_key(const CompileSettings& s, const nlohmann::json& request) {
+  hash::Sha256 h;
+  h.update("dice-ext-2\x1f");
+  h.update(s.toolchain);
+  for (const auto& f : s.extra_cflags) h.update("\x1e" + f);
+  for (const auto& f : s.extra_cuda_cflags) h.update("\x1d" + f);
+  h.update("\x1f");
+  h.update(canonical_request(request).dump());
+  return h.hex_digest();
+}
 
 CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {
   DICE_REQUIRE(s_.workers >= 1, "judge.compile_workers must be at least 1, got ", s_.workers);
@@ -201,26 +306,17 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   Scratch scratch(str(s_.scratch_root, "/compile", index), uid);
   std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
   for (const auto& e : s_.extra_env) env.push_back(e);
-  auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/compile.py"}, scratch.path(),
-                               {s_.cache_root}, uid, s_.cuda, env);
+  // The cache is not writable here: this process runs the candidate's module code.
+  auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/compile.py"}, scratch.path(), {}, uid,
+                               s_.cuda, env);
   opts.sandbox.cpu_s = static_cast<long>(s_.timeout_s * 4) + 60;
-  opts.all_cpus = true;  // builds use the whole node even when mpirun pinned this rank to one core
-  nlohmann::json req = {{"candidate", path},
-                        {"cache_root", s_.cache_root},
-                        {"toolchain", s_.toolchain},
-                        {"light_headers", s_.light_headers},
-                        {"extra_cflags", s_.extra_cflags},
-                        {"extra_cuda_cflags", s_.extra_cuda_cflags}};
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!pch_dir_.empty()) req["pch"] = {{s_.cuda ? "cuda" : "cpp", pch_dir_}};
-  }
   CompileResult r;
   proc::Subprocess p(opts);
-  p.write_stdin(req.dump() + "\n");
-  p.close_stdin();
+  p.write_stdin(nlohmann::json{{"candidate", path}, {"cache_root", s_.cache_root}}.dump() + "\n");
+  // The candidate's own code gets timeout_s; each build it asks for gets timeout_s more.
   double deadline = now_s() + s_.timeout_s;
-  bool building = false;
+  bool build_timeout = false, build_failed = false;
+  int requests = 0;
   nlohmann::json status;
   std::string line;
   while (status.is_null()) {
@@ -228,25 +324,56 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
     if (left <= 0 || !p.read_result_line(line, left)) break;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) continue;
-    if (j.value("event", "") == "building") building = true;
-    else if (j.contains("status")) status = j;
+    if (j.contains("status")) {
+      status = j;
+      break;
+    }
+    if (!j.contains("event") || j["event"] != "build") continue;
+    BuildReply b;
+    double t0 = now_s();
+    if (++requests > s_.max_extensions) {
+      b.failure = Failure::kCompileError;
+      b.log = str("more than ", s_.max_extensions, " load_inline calls in one candidate");
+    } else {
+      b = ensure_built(j.contains("request") ? j["request"] : nlohmann::json(), index, t0 + s_.timeout_s);
+    }
+    deadline += now_s() - t0;
+    if (b.failure == Failure::kCompileTimeout) {
+      build_timeout = true;
+      r.failure = Failure::kCompileTimeout;
+      r.log_tail = b.log;
+      break;
+    }
+    nlohmann::json reply;
+    if (b.failure == Failure::kNone) {
+      const auto& d = j.contains("digest") && j["digest"].is_string() ? j["digest"].get_ref<const std::string&>() : "";
+      r.extensions[d.substr(0, 64)] = b.key;
+      r.keys.push_back(b.key);
+      if (!b.cache_hit) ++r.builds;
+      reply = {{"status", "ok"}, {"key", b.key}, {"cache_hit", b.cache_hit}, {"seconds", b.seconds}};
+    } else {
+      build_failed = true;
+      r.failure = b.failure;
+      r.log_tail = b.log;
+      reply = {{"status", failure_name(b.failure)}, {"log", tail(b.log, 8000)}};
+    }
+    p.write_stdin(reply.dump() + "\n");
   }
+  p.close_stdin();
   auto st = p.wait(std::max(1.0, deadline - now_s()));
-  if (!status.is_null()) {
+  r.cache_hit = r.builds == 0;
+  if (build_timeout) {
+    // r already says compile_timeout
+  } else if (build_failed) {
+    // a build failed: that is the verdict, whatever the candidate made of it
+  } else if (!status.is_null()) {
     std::string s = status.value("status", "load_error");
     r.failure = s == "ok" ? Failure::kNone : failure_from_name(s);
+    if (r.failure == Failure::kCompileError) r.failure = Failure::kLoadError;  // no build of ours failed
     r.log_tail = status.value("log", "");
-    r.cache_hit = true;
-    for (const auto& c : status.value("calls", nlohmann::json::array())) {
-      r.keys.push_back(c.value("key", ""));
-      if (!c.value("cache_hit", true)) {
-        r.cache_hit = false;
-        ++r.builds;
-      }
-    }
   } else if (st.timed_out || now_s() >= deadline) {
-    r.failure = building ? Failure::kCompileTimeout : Failure::kTimeout;
-    r.log_tail = str(building ? "build" : "candidate module code", " exceeded ", s_.timeout_s, " s");
+    r.failure = Failure::kTimeout;
+    r.log_tail = str("candidate module code exceeded ", s_.timeout_s, " s");
   } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
     r.failure = Failure::kResourceLimit;
     r.log_tail = "compile step: " + st.describe();
@@ -258,6 +385,152 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   if (r.failure != Failure::kNone && !err.empty()) r.log_tail = tail(r.log_tail, 2500) + "\n[stderr]\n" + err;
   r.seconds = t.elapsed_s();
   return r;
+}
+
+CompilePool::BuildReply CompilePool::ensure_built(const nlohmann::json& request, int index, double deadline) {
+  BuildReply b;
+  nlohmann::json req;
+  try {
+    req = canonical_request(request);
+    b.key = extension_key(s_, req);
+  } catch (const std::exception& e) {
+    b.failure = Failure::kCompileError;
+    b.log = str("malformed build request: ", e.what());
+    return b;
+  }
+  std::shared_ptr<Build> build;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    auto& slot = builds_[b.key];
+    if (slot) {  // built, or being built by another worker: wait for it
+      build = slot;
+      bool ended = build_cv_.wait_until(lk, std::chrono::steady_clock::now() +
+                                                std::chrono::milliseconds(static_cast<long>(
+                                                    std::max(0.0, deadline - now_s()) * 1000)),
+                                        [&] { return build->done || stop_; });
+      if (!ended || !build->done) {
+        b.failure = Failure::kCompileTimeout;
+        b.log = "waited for another candidate's identical build past the time limit";
+        return b;
+      }
+      b.failure = build->failure;
+      b.log = build->log;
+      return b;  // cache_hit
+    }
+    slot = build = std::make_shared<Build>();
+  }
+  BuildReply made;
+  try {
+    made = build_and_publish(b.key, req, index, deadline);
+  } catch (const std::exception& e) {
+    made.key = b.key;
+    made.failure = Failure::kJudgeError;
+    made.log = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    build->done = true;
+    build->failure = made.failure;
+    build->log = made.log;
+    build->seconds = made.seconds;
+    // A compile error is the sources' fault and stays; a timeout or a judge error may be retried.
+    if (made.failure != Failure::kNone && made.failure != Failure::kCompileError) builds_.erase(b.key);
+  }
+  build_cv_.notify_all();
+  return made;
+}
+
+CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, const nlohmann::json& req, int index,
+                                                       double deadline) {
+  BuildReply b;
+  b.key = key;
+  const std::string final_dir = str(s_.cache_root, "/", key);
+  // Another judge on this cache (a second rank) may be building the same key: one at a time.
+  int lock = ::open((final_dir + ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  DICE_REQUIRE(lock >= 0, "cannot open the build lock in '", s_.cache_root, "': ", std::strerror(errno));
+  struct LockGuard {
+    int fd;
+    ~LockGuard() { ::close(fd); }
+  } guard{lock};
+  while (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    if (now_s() >= deadline) {
+      b.failure = Failure::kCompileTimeout;
+      b.log = "waited for another judge's identical build past the time limit";
+      return b;
+    }
+    usleep(100 * 1000);
+  }
+  if (trusted_entry(final_dir)) return b;  // cache_hit
+  if (struct stat ls; lstat(final_dir.c_str(), &ls) == 0) {
+    log::warn("judge: build cache entry ", final_dir, " was not made by this judge's user; rebuilding it");
+    if (S_ISDIR(ls.st_mode)) remove_tree(final_dir);
+    else ::unlink(final_dir.c_str());
+  }
+
+  Timer t;
+  b.cache_hit = false;
+  int uid = s_.uid_base >= 0 ? s_.uid_base + s_.slot_offset + s_.workers + index : -1;
+  Scratch scratch(str(s_.scratch_root, "/build", index), uid);
+  std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
+  for (const auto& e : s_.extra_env) env.push_back(e);
+  auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/ext.py", "build"}, scratch.path(), {}, uid,
+                               s_.cuda, env);
+  opts.sandbox.cpu_s = static_cast<long>(s_.timeout_s * 4) + 60;
+  opts.all_cpus = true;  // builds use the whole node even when mpirun pinned this rank to one core
+  nlohmann::json settings = {{"cache_root", s_.cache_root},
+                             {"light_headers", s_.light_headers},
+                             {"extra_cflags", s_.extra_cflags},
+                             {"extra_cuda_cflags", s_.extra_cuda_cflags}};
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!pch_dir_.empty()) settings["pch"] = {{s_.cuda ? "cuda" : "cpp", pch_dir_}};
+  }
+  proc::Subprocess p(opts);
+  p.write_stdin(nlohmann::json{{"key", key}, {"request", req}, {"settings", settings}}.dump() + "\n");
+  p.close_stdin();
+  std::string line;
+  nlohmann::json res;
+  if (p.read_result_line(line, std::max(0.1, deadline - now_s()))) res = nlohmann::json::parse(line, nullptr, false);
+  auto st = p.wait(std::max(1.0, deadline - now_s()));
+  b.seconds = t.elapsed_s();
+  std::string err = tail(p.stderr_tail(), 1500);
+  if (!res.is_object()) {
+    if (st.timed_out || now_s() >= deadline) {
+      b.failure = Failure::kCompileTimeout;
+      b.log = str("build exceeded ", s_.timeout_s, " s");
+    } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
+      b.failure = Failure::kResourceLimit;
+      b.log = "build: " + st.describe();
+    } else {
+      b.failure = Failure::kCompileError;
+      b.log = "the builder died: " + st.describe() + (err.empty() ? "" : "\n[stderr]\n" + err);
+    }
+    return b;
+  }
+  if (res.value("status", "") != "ok") {
+    b.failure = Failure::kCompileError;
+    b.log = res.contains("log") && res["log"].is_string() ? res["log"].get<std::string>() : "build failed";
+    return b;
+  }
+  // The builder ran as a sandbox uid: take only a regular file from inside its scratch directory.
+  std::string so = res.value("so", ""), name = res.value("name", "");
+  char real_so[PATH_MAX], real_scratch[PATH_MAX];
+  DICE_REQUIRE(realpath(so.c_str(), real_so) && realpath(scratch.path().c_str(), real_scratch) &&
+                   std::string(real_so).rfind(std::string(real_scratch) + "/", 0) == 0 &&
+                   name.rfind("dice_" + key.substr(0, 20) + "_", 0) == 0,
+               "the builder reported an output outside its scratch directory: ", so);
+  const std::string tmp = str(final_dir, ".tmp.", getpid(), ".", index);
+  remove_tree(tmp);
+  DICE_REQUIRE(::mkdir(tmp.c_str(), 0700) == 0, "cannot create '", tmp, "': ", std::strerror(errno));
+  copy_regular_file(real_so, tmp + "/" + name + ".so");
+  nlohmann::json meta = {{"key", key}, {"name", name}, {"so", name + ".so"},
+                         {"header", res.value("header", "")}, {"build_s", res.value("build_s", 0.0)}};
+  fs::write_file(tmp + "/meta.json", meta.dump());
+  chmod((tmp + "/meta.json").c_str(), 0644);
+  chmod(tmp.c_str(), 0755);
+  if (::rename(tmp.c_str(), final_dir.c_str()) != 0) remove_tree(tmp);  // published meanwhile
+  DICE_REQUIRE(trusted_entry(final_dir), "could not publish the build of ", key, " into ", s_.cache_root);
+  return b;
 }
 
 }  // namespace dice::judge

@@ -114,7 +114,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   make_dir(cfg_.scratch_root, 0755);
   const bool private_cache = cfg_.cache_root.empty();  // gone with this judge
   if (private_cache) cfg_.cache_root = cfg_.scratch_root + "/cache";
-  make_dir(cfg_.cache_root, 01777);  // sandbox uids publish builds here
+  make_dir(cfg_.cache_root, 0755);  // only this process writes builds here; sandboxes read them
   impl_->files_dir = cfg_.scratch_root + "/files";
   make_dir(impl_->files_dir, 0755);
 
@@ -286,10 +286,6 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     req["reference"] = store_file(impl_->files_dir, job.task->reference);
     req["candidate"] = store_file(impl_->files_dir, code);
     req["cache_root"] = cfg_.cache_root;
-    req["toolchain"] = toolchain_;
-    req["light_headers"] = cfg_.light_headers;
-    req["extra_cflags"] = cfg_.extra_cflags;
-    req["extra_cuda_cflags"] = cfg_.extra_cuda_cflags;
     req["device"] = impl_->cuda ? "cuda" : "cpu";
     req["init_seed"] = impl_->rng() >> 33;
     std::vector<uint64_t> seeds, tseeds;
@@ -318,6 +314,7 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
       Verdict& v = verdicts[idx];
       v.compile_s = r.seconds;
       v.cache_hit = r.cache_hit;
+      requests[idx]["extensions"] = r.extensions;  // the executor loads exactly these builds
       --pending_compiles;
       if (r.failure != Failure::kNone) {
         v.failure = r.failure;

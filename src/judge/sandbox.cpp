@@ -27,6 +27,13 @@ void make_public_dir(const std::string& path) {
   chmod(path.c_str(), 01777);
 }
 
+void make_cache_dir(const std::string& path) {
+  std::error_code ec;
+  stdfs::create_directories(path, ec);
+  DICE_REQUIRE(!ec, "cannot create directory '", path, "': ", ec.message());
+  chmod(path.c_str(), 0755);
+}
+
 Scratch::Scratch(const std::string& path, int uid) : path_(path), uid_(uid) {
   remove_tree(path_);
   std::error_code ec;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/subprocess.h"
 #include "judge/judge_testing.h"
@@ -19,21 +20,7 @@
 using namespace dice::judge;
 
 namespace {
-CompileSettings settings(const std::string& scratch) {
-  CompileSettings s;
-  s.python = DICE_PYTHON;
-  s.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
-  s.cache_root = std::string(DICE_BINARY_DIR) + "/judge_test_cache";
-  s.scratch_root = scratch;
-  s.toolchain = "compile_test";
-  s.workers = 2;
-  s.precompiled_header = false;  // only the PCH test builds one (~45 s of CPU, ~700 MB)
-  s.uid_base = resolve_uid_base(s.sandbox, s.python);
-  dice::judge::remove_tree(s.cache_root + "/.probe");
-  mkdir(s.cache_root.c_str(), 01777);
-  chmod(s.cache_root.c_str(), 01777);
-  return s;
-}
+CompileSettings settings(const std::string& scratch) { return dice::judge::testing::compile_settings(scratch); }
 }  // namespace
 
 TEST(CompilePool, IdenticalCandidatesShareOneBuild) {
@@ -72,6 +59,7 @@ TEST(CompilePool, IdenticalCandidatesShareOneBuild) {
     builds += r.builds;
     hits += r.cache_hit;
     EXPECT_EQ(r.keys.size(), 1u);
+    EXPECT_EQ(r.extensions.size(), 1u);  // digest of the call -> that key, for the executor
   }
   EXPECT_LE(builds, 1);
   EXPECT_GE(hits, 3);
@@ -129,4 +117,28 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
   EXPECT_NE(r.out.find("[0.0, 2.0, 0.0, 4.0]"), std::string::npos) << r.out << r.err;
   dice::judge::remove_tree(entry);  // do not let one entry per run pile up in the test cache
   remove_tree(scratch);
+}
+
+TEST(CompilePool, ExtensionKeysComeFromTheCheckedRequest) {
+  CompileSettings s;
+  s.toolchain = "t";
+  nlohmann::json r = {{"cpp_sources", {"int f() { return 1; }"}}, {"functions", {{"f", "f"}}}};
+  const std::string k = extension_key(s, r);
+  EXPECT_EQ(k.size(), 64u);
+  EXPECT_EQ(k, extension_key(s, nlohmann::json::parse(r.dump())));
+  nlohmann::json extra = r;
+  extra["not_a_field"] = "ignored";  // only the load_inline fields count
+  EXPECT_EQ(k, extension_key(s, extra));
+  nlohmann::json flags = r;
+  flags["extra_cflags"] = {"-O3"};
+  EXPECT_NE(k, extension_key(s, flags));
+  CompileSettings s2 = s;
+  s2.extra_cflags = {"-O2"};  // the judge's own flags
+  EXPECT_NE(k, extension_key(s2, r));
+  s2 = s;
+  s2.toolchain = "another compiler";
+  EXPECT_NE(k, extension_key(s2, r));
+  EXPECT_THROW(extension_key(s, nlohmann::json{{"cpp_sources", 5}}), dice::Error);
+  EXPECT_THROW(extension_key(s, nlohmann::json{{"cpp_sources", {1, 2}}}), dice::Error);
+  EXPECT_THROW(extension_key(s, nlohmann::json::array()), dice::Error);
 }

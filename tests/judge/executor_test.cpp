@@ -11,13 +11,7 @@
 using namespace dice::judge;
 
 TEST(Executor, ServesRecyclesAndTimesOut) {
-  // Build the honest relu extension through a judge first (shared test cache).
   Task relu = dice::judge::testing::cpu_task("relu");
-  JudgeConfig cfg = dice::judge::testing::test_config();
-  Judge judge(cfg);
-  auto warm = judge.judge({dice::judge::testing::code_job(relu, dice::judge::testing::candidate("relu_honest.py"))});
-  ASSERT_TRUE(warm[0].correct) << warm[0].log_tail;
-
   std::string scratch = dice::fs::make_temp_dir("dice_exec_");
   chmod(scratch.c_str(), 0755);
   auto put = [&](const std::string& name, const std::string& text) {
@@ -30,19 +24,27 @@ TEST(Executor, ServesRecyclesAndTimesOut) {
   std::string good = put("good.py", dice::judge::testing::candidate("relu_honest.py"));
   std::string dies = put("dies.py", dice::judge::testing::candidate("hostile_os_exit.py"));
   std::string spins = put("spins.py", dice::judge::testing::candidate("hostile_infinite_loop.py"));
+  // The compile step builds the honest relu extension (shared test cache); the executor is told
+  // which build each load_inline call gets.
+  CompileSettings cs = dice::judge::testing::compile_settings(scratch);
+  CompileResult built;
+  {
+    CompilePool pool(cs);
+    built = pool.compile(good, dice::judge::testing::candidate("relu_honest.py"));
+  }
+  ASSERT_EQ(built.failure, Failure::kNone) << built.log_tail;
+  ASSERT_EQ(built.extensions.size(), 1u);
 
   ExecutorSettings es;
   es.python = DICE_PYTHON;
   es.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
   es.scratch_root = scratch;
-  es.cache_root = cfg.cache_root;
+  es.cache_root = cs.cache_root;
   es.uid = resolve_uid_base(es.sandbox, es.python);
   Executor ex(es, 0);
   auto request = [&](const std::string& cand) {
     return nlohmann::json{{"task_id", "relu"}, {"reference", ref}, {"candidate", cand},
-                          {"cache_root", cfg.cache_root}, {"toolchain", judge.toolchain()},
-                          {"light_headers", true}, {"extra_cflags", nlohmann::json::array()},
-                          {"extra_cuda_cflags", nlohmann::json::array()}, {"device", "cpu"},
+                          {"cache_root", cs.cache_root}, {"extensions", built.extensions}, {"device", "cpu"},
                           {"init_seed", 1}, {"seeds", {2, 3}}, {"timing", false}};
   };
   auto a = ex.run(request(good), 60);

@@ -70,3 +70,43 @@ TEST(Hostile, SandboxContainsEveryCandidateAndTheJudgeKeepsServing) {
   auto again = judge.judge({code_job(relu, candidate("relu_honest.py"))});
   EXPECT_TRUE(again[0].correct) << again[0].log_tail;
 }
+
+// The build cache is written only by the judge: a candidate cannot replace the binary that later
+// candidates with the same sources load, plant entries, or run programs through compiler flags.
+TEST(Hostile, CandidatesCannotPoisonTheBuildCacheOrRunProgramsThroughFlags) {
+  Task relu = cpu_task("relu");
+  std::string canary = dice::fs::make_temp_dir("dice_canary_");
+  JudgeConfig cfg = test_config();
+  cfg.static_check = "off";
+  Judge judge(cfg);
+  const bool contained = judge.protections_missing().empty();
+
+  std::string honest = candidate("relu_honest.py");
+  auto with_flags = [&](const std::string& flags) {
+    std::string c = honest;
+    const std::string call = "functions=[\"relu_forward\"],";
+    c.insert(c.find(call) + call.size(), " extra_cflags=" + flags + ",");
+    return c;
+  };
+  const std::string inject = with_flags("[\"-O2;touch " + canary + "/injected.txt\"]");
+  const std::string wrapper = with_flags("[\"-wrapper\", \"/bin/sh,-c,touch " + canary + "/wrapped.txt\"]");
+  const std::string response_file = with_flags("[\"@main.cpp\"]");
+  auto v = judge.judge({code_job(relu, candidate("hostile_poison_cache.py")), code_job(relu, inject),
+                        code_job(relu, wrapper), code_job(relu, response_file)});
+  ASSERT_EQ(v.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(v[i].failure, Failure::kCompileError) << i << ": " << v[i].log_tail;
+    EXPECT_NE(v[i].log_tail.find("not allowed"), std::string::npos) << v[i].log_tail;
+  }
+  EXPECT_FALSE(dice::fs::exists(canary + "/injected.txt"));
+  EXPECT_FALSE(dice::fs::exists(canary + "/wrapped.txt"));
+  // the honest candidate with the same sources loads the judge's build, untouched
+  auto after = judge.judge({code_job(relu, honest)});
+  EXPECT_TRUE(after[0].cache_hit);
+  if (contained) {  // (without uid separation or a read-only view, a candidate runs as the cache's owner)
+    EXPECT_TRUE(after[0].correct) << after[0].log_tail;
+    EXPECT_FALSE(dice::fs::exists(cfg.cache_root + "/planted"));
+    EXPECT_FALSE(dice::fs::exists(cfg.cache_root + "/planted.txt"));
+  }
+  remove_tree(canary);
+}

@@ -1,8 +1,11 @@
 #pragma once
 // Shared helpers of the judge tests: CPU tasks and candidates under tests/judge, and a judge
 // config whose build cache lives in the build tree (so builds are reused across tests and runs).
+#include <sys/stat.h>
+
 #include <string>
 
+#include "dice/judge/compile_pool.h"
 #include "dice/judge/judge.h"
 #include "dice/judge/task.h"
 #include "dice/util/fs.h"
@@ -32,6 +35,21 @@ inline JudgeConfig test_config() {
   c.trials = 3;
   c.seed = 1234;
   return c;
+}
+
+// A compile pool on the shared test cache (no PCH: only the PCH test builds one, ~45 s of CPU).
+inline CompileSettings compile_settings(const std::string& scratch) {
+  CompileSettings s;
+  s.python = DICE_PYTHON;
+  s.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
+  s.cache_root = std::string(DICE_BINARY_DIR) + "/judge_test_cache";
+  s.scratch_root = scratch;
+  s.toolchain = "compile_test";
+  s.workers = 2;
+  s.precompiled_header = false;
+  s.uid_base = resolve_uid_base(s.sandbox, s.python);
+  make_cache_dir(s.cache_root);
+  return s;
 }
 
 inline Job code_job(const Task& t, const std::string& code) {

@@ -2,6 +2,13 @@
 // Compile pool (DESIGN §5): builds candidates' load_inline extensions ahead of execution, in
 // parallel, into a build cache keyed by SHA-256 of (sources + flags + toolchain identity).
 // Identical candidates submitted while one is building share that build; later ones hit the cache.
+//
+// Who writes the cache: only this (trusted) process. A candidate's module code runs in a sandboxed
+// compile step (compile.py) that turns each load_inline call into a build request; the pool
+// computes the key itself, builds the request in a separate sandboxed builder that runs no
+// candidate code (ext.py build, as its own uid), copies the .so into <cache_root>/<key>/ and
+// answers with the key. Sandboxed processes can only read the cache, so no candidate can plant a
+// binary under the key of another candidate's sources.
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -11,6 +18,8 @@
 #include <thread>
 #include <deque>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "dice/judge/sandbox.h"
 #include "dice/judge/verdict.h"
@@ -31,7 +40,8 @@ struct CompileSettings {
   bool cuda = false;
   SandboxConfig sandbox;
   int uid_base = -1;         // resolved
-  int slot_offset = 0;       // uid slot of worker 0
+  int slot_offset = 0;       // uid slot of worker 0; builders use the next `workers` slots
+  int max_extensions = 8;    // load_inline calls (distinct builds) allowed per candidate
   std::vector<std::string> extra_env;  // e.g. TORCH_CUDA_ARCH_LIST=9.0, ccache PATH
   // Build the light header as a PCH once per toolchain and cache (in the background from the first
   // submit(), outside the sandbox: it compiles only the judge's own header); builds started after
@@ -45,8 +55,12 @@ struct CompileResult {
   double seconds = 0;
   bool cache_hit = false;      // every extension came from the cache (or the candidate shared a build)
   int builds = 0;              // extensions actually compiled by this job
-  std::vector<std::string> keys;
+  std::vector<std::string> keys;                    // cache keys, in call order
+  std::map<std::string, std::string> extensions;    // call digest -> cache key (for the executor)
 };
+
+// The cache key of one load_inline build request (its normalised arguments) under these settings.
+std::string extension_key(const CompileSettings& s, const nlohmann::json& request);
 
 class CompilePool {
  public:
@@ -69,8 +83,24 @@ class CompilePool {
     CompileResult result;
     std::vector<std::function<void(const CompileResult&)>> waiters;
   };
+  struct Build {  // one extension key: built (or found) once, answers every request for it
+    bool done = false;
+    Failure failure = Failure::kNone;
+    std::string log;
+    double seconds = 0;
+  };
+  struct BuildReply {
+    Failure failure = Failure::kNone;
+    std::string key, log;
+    bool cache_hit = true;
+    double seconds = 0;
+  };
   void worker(int index);
   CompileResult compile_one(const std::string& path, int index);
+  BuildReply ensure_built(const nlohmann::json& request, int index, double deadline);
+  BuildReply build_and_publish(const std::string& key, const nlohmann::json& request, int index, double deadline);
+  std::map<std::string, std::shared_ptr<Build>> builds_;  // guarded by mu_
+  std::condition_variable build_cv_;
 
   CompileSettings s_;
   std::mutex mu_;

@@ -67,7 +67,9 @@ proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string&
                                     const std::vector<std::string>& extra_env);
 
 void remove_tree(const std::string& path);
-// mkdir -p with mode 01777 (world-writable, sticky): a build cache shared by the slot uids.
+// mkdir -p with mode 01777 (world-writable, sticky): a directory shared by the slot uids.
 void make_public_dir(const std::string& path);
+// mkdir -p with mode 0755: a build cache that only this process writes and sandboxes read.
+void make_cache_dir(const std::string& path);
 
 }  // namespace dice::judge

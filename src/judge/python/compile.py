@@ -1,12 +1,14 @@
-"""Compile step: runs a candidate file once with load_inline redirected into the build cache.
+"""Compile step: runs a candidate file once, with load_inline turned into build requests to the judge.
 
 Request: one JSON object on stdin
-  {"candidate": path, "cache_root": dir, "toolchain": str, "light_headers": bool,
-   "extra_cflags": [...], "extra_cuda_cflags": [...]}
-Result: one JSON line on fd 3 (stdout/stderr are the candidate's and the compiler's):
+  {"candidate": path, "cache_root": dir}
+For each load_inline call: {"event": "build", "digest": ..., "request": normalised call} on fd 3; the
+judge builds it (in a separate sandboxed builder: this process runs candidate code, so it never
+builds and cannot write the cache) and answers one JSON line on stdin,
+  {"status": "ok", "key": ..., "cache_hit": bool, "seconds": float} or {"status": ..., "log": str};
+the module is then imported from <cache_root>/<key>/.
+Result: one JSON line on fd 3 (stdout/stderr are the candidate's):
   {"status": "ok" | "compile_error" | "load_error" | "resource_limit", "calls": [...], "log": str}
-Before a build starts, {"event": "building", "key": ...} is written to fd 3, so the judge can tell a
-build timeout from a candidate that hangs in its own module-level code.
 """
 import json
 import os
@@ -32,20 +34,32 @@ def tail(s, n=4000):
     return s[-n:]
 
 
+REPLIES = os.dup(0)  # the judge's lines, on a descriptor the candidate does not know about
+_pending = [b""]
+
+
+def read_line():
+    """One JSON line from the judge (unbuffered reads: nothing is taken from the next line)."""
+    buf = _pending[0]
+    while b"\n" not in buf:
+        chunk = os.read(REPLIES, 65536)
+        if not chunk:
+            return {"status": "load_error", "log": "the judge closed the build channel"}
+        buf += chunk
+    line, _pending[0] = buf.split(b"\n", 1)
+    return json.loads(line)
+
+
 def main():
-    req = json.loads(sys.stdin.readline())
+    req = read_line()
     import torch  # noqa: F401  (import before the candidate so its failures are not ours)
     import ext
 
-    settings = ext.Settings(dict(req, mode="build"))
-    real_build = ext._build
+    def request_build(digest, norm):
+        emit({"event": "build", "digest": digest, "request": norm})
+        return read_line()
 
-    def announced_build(norm, key, s):
-        emit({"event": "building", "key": key})
-        return real_build(norm, key, s)
-
-    ext._build = announced_build
-    ext.install(settings)
+    ext.install(ext.Settings(dict(req, mode="capture")), request_build)
     with open(req["candidate"]) as fh:
         code = fh.read()
     module = type(sys)("dice_candidate")

@@ -5,8 +5,9 @@ stdin, results JSON lines on fd 3 (the candidate's prints go to stdout/stderr an
 them). A result with "recycle": true asks the judge to replace this process (CUDA error, torch
 monkey-patched, stray child processes).
 
-Request: {"task_id", "nonce", "reference": path, "candidate": path, "cache_root", "toolchain",
-          "extra_cflags", "extra_cuda_cflags", "light_headers", "device": "cpu"|"cuda",
+Request: {"task_id", "nonce", "reference": path, "candidate": path, "cache_root",
+          "extensions": {digest: key} (the builds the judge made for this candidate's load_inline
+          calls, see ext.py), "device": "cpu"|"cuda",
           "init_seed": int, "seeds": [int...] (hidden, one per correctness trial),
           "timing_seeds": [int...], "atol": float|null, "rtol": float|null,
           "timing": bool, "warmup": int, "iters": int}

@@ -1,14 +1,24 @@
-"""Redirects torch.utils.cpp_extension.load_inline into dice's content-addressed build cache.
+"""Redirects torch.utils.cpp_extension.load_inline into dice's build cache.
 
 Installed by the harness (compile.py / executor.py) before the candidate file runs, never by the
-candidate. A load_inline call is keyed by SHA-256 of everything that determines the binary: the
-sources, the function list, the flags (the candidate's and the judge's) and the toolchain identity
-(compiler, torch, CUDA arch). Its build lives in <cache_root>/<key>/ with a unique module name, so
-identical candidates build once and the executor imports the module instead of rebuilding.
+candidate. Candidate code never builds and never writes the cache:
 
-Modes:
-  build  -- build missing keys (one builder per key via flock), then import
-  load   -- import only; a missing key raises ExtensionNotBuilt (the compile step must run first)
+  capture -- the compile step (candidate module code runs): each load_inline call is sent to the
+             judge as a build request {"digest", "request"}; the judge computes the cache key itself
+             (sources, functions, flags, toolchain), has the extension built by a separate sandboxed
+             builder that runs no candidate code (`ext.py build`), publishes it into the cache (which
+             sandboxed processes can only read) and answers with the key; the module is imported
+             from <cache_root>/<key>/.
+  load    -- the executor: the judge passes {digest: key} for the calls the compile step made;
+             a call with any other arguments raises ExtensionNotBuilt.
+
+The digest is SHA-256 of the normalised call; it only names a call inside one candidate. Identical
+calls from different candidates get the same key from the judge, so they build once.
+
+Builder: `python ext.py build` reads {"key", "request", "settings"} on stdin, refuses compiler
+options that run other programs, builds in its scratch directory and writes one JSON line to fd 3:
+{"status": "ok", "so": path, "name": module name, "header": which header worked, "build_s"} or
+{"status": "compile_error", "log"}. The judge copies the .so into the cache.
 
 Precompiled header: `python ext.py make-pch CACHE_ROOT TOOLCHAIN [--cuda] [--result FILE]` (run by the
 judge itself, outside the sandbox) builds <cache_root>/pch-<hash>/dice_light.h(.gch/) with the exact
@@ -34,7 +44,6 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-RECIPE_VERSION = "dice-ext-1"
 PCH_RECIPE = "dice-pch-2"
 PCH_HEADER = "dice_light.h"
 LIGHT_HEADER = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>"
@@ -42,8 +51,7 @@ FULL_HEADER = "#include <torch/extension.h>"
 
 _real_load_inline = cppext.load_inline
 failures = []       # build / lookup errors, kept even when the candidate catches the exception
-calls = []          # one record per load_inline call: key, name, so, cache_hit, seconds, header
-building = {"key": None}  # the key being built right now (so a timeout can be blamed on the build)
+calls = []          # one record per load_inline call: digest, key, name, so, cache_hit, seconds, header
 
 
 class ExtensionNotBuilt(RuntimeError):
@@ -61,7 +69,7 @@ def _as_list(x):
         return []
     if isinstance(x, str):
         return [x]
-    return list(x)
+    return [str(v) for v in x]
 
 
 def _functions(functions):
@@ -70,13 +78,14 @@ def _functions(functions):
     if isinstance(functions, str):
         functions = [functions]
     if isinstance(functions, (list, tuple)):
-        return {f: f for f in functions}
+        return {str(f): str(f) for f in functions}
     if isinstance(functions, dict):
-        return dict(functions)
+        return {str(k): str(v) for k, v in functions.items()}
     raise ValueError("load_inline: functions must be a list or dict, got %s" % type(functions).__name__)
 
 
 def normalize(kw):
+    with_cuda = kw.get("with_cuda")
     return {
         "cpp_sources": _as_list(kw.get("cpp_sources")),
         "cuda_sources": _as_list(kw.get("cuda_sources")),
@@ -85,28 +94,26 @@ def normalize(kw):
         "extra_cuda_cflags": _as_list(kw.get("extra_cuda_cflags")),
         "extra_ldflags": _as_list(kw.get("extra_ldflags")),
         "extra_include_paths": _as_list(kw.get("extra_include_paths")),
-        "with_cuda": kw.get("with_cuda"),
-        "with_pytorch_error_handling": kw.get("with_pytorch_error_handling", True),
+        "with_cuda": None if with_cuda is None else bool(with_cuda),
+        "with_pytorch_error_handling": bool(kw.get("with_pytorch_error_handling", True)),
     }
+
+
+def digest_of(norm):
+    return hashlib.sha256(json.dumps(norm, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Settings:
     def __init__(self, cfg):
         self.cache_root = cfg["cache_root"]
-        self.toolchain = cfg.get("toolchain", "")
         self.mode = cfg.get("mode", "load")
         self.light_headers = bool(cfg.get("light_headers", True))
         self.judge_cflags = list(cfg.get("extra_cflags", []))
         self.judge_cuda_cflags = list(cfg.get("extra_cuda_cflags", []))
         # {"cpp": dir, "cuda": dir}: PCH directories made by make-pch ("" or missing: none)
         self.pch = dict(cfg.get("pch") or {})
-
-
-def key_of(norm, s):
-    blob = json.dumps({"recipe": RECIPE_VERSION, "toolchain": s.toolchain, "args": norm,
-                       "judge_cflags": s.judge_cflags, "judge_cuda_cflags": s.judge_cuda_cflags},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+        # load mode: {digest: key} of the extensions the judge built for this candidate
+        self.extensions = dict(cfg.get("extensions") or {})
 
 
 def _pch_for(norm, s):
@@ -149,10 +156,38 @@ def _meta(final):
         return json.load(fh)
 
 
-def _build(norm, key, s):
-    """Builds into a private temp dir and publishes <cache_root>/<key>/ with a rename."""
-    final = os.path.join(s.cache_root, key)
-    tmp = tempfile.mkdtemp(prefix=key[:16] + ".tmp.", dir=s.cache_root)
+# The build runs through ninja and a shell: flags may hold only these characters (no quoting,
+# substitution, redirection or command separators) ...
+_SAFE_FLAG = re.compile(r"^[A-Za-z0-9_\-=+.,/: ]*$")
+# ... and no option that makes g++ / nvcc / the linker run or load another program, or read more
+# options from a file (e.g. one of the candidate's own sources).
+_FORBIDDEN = re.compile(r"^(-wrapper|-fplugin|-B(?!symbolic|static|dynamic|group|no-symbolic)|-specs|--specs|-ccbin"
+                        r"|--compiler-bindir|-run|--run|--ld-path|-fuse-ld=/|--plugin|-plugin|-load|-Xclang"
+                        r"|--options-file|-optf)")
+
+
+def forbidden_flag(norm):
+    """The first flag that is not allowed, or None (also looks inside -Xcompiler / -Wl, lists)."""
+    for field in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths"):
+        for flag in norm[field]:
+            if not _SAFE_FLAG.match(flag) or "@" in flag:
+                return flag
+            parts = re.split(r"[,\s=]+", flag)
+            if field == "extra_include_paths":
+                parts = [p for p in parts if p.startswith("-")]  # a path is fine, an option is not
+                if parts:
+                    return flag
+            for part in parts:
+                if part and _FORBIDDEN.match(part):
+                    return flag
+    return None
+
+
+def build(norm, key, s, out_dir):
+    """Builds one extension in out_dir (light headers first, then the full header); returns its meta."""
+    bad = forbidden_flag(norm)
+    if bad is not None:
+        raise BuildError("compiler option %r is not allowed (it runs or loads another program)" % bad)
     headers = [("light", LIGHT_HEADER), ("full", FULL_HEADER)] if s.light_headers else [("full", FULL_HEADER)]
     pch = _pch_for(norm, s) if s.light_headers else ""
     if pch:  # the same text as LIGHT_HEADER, read from its precompiled form
@@ -161,7 +196,7 @@ def _build(norm, key, s):
     t0 = time.time()
     for tag, header in headers:
         name = "dice_%s_%s" % (key[:20], tag[0])
-        bdir = os.path.join(tmp, tag.replace("+", "_"))
+        bdir = os.path.join(out_dir, tag.replace("+", "_"))
         os.makedirs(bdir)
         srcs = _write_sources(bdir, norm, header)
         includes = norm["extra_include_paths"] + ([pch] if tag == "light+pch" else [])
@@ -175,25 +210,15 @@ def _build(norm, key, s):
         except Exception as e:  # compiler errors arrive as RuntimeError with ninja's output
             logs.append("[%s headers] %s" % (tag, e))
             continue
-        so = os.path.join(bdir, name + ".so")
-        stage = tmp + ".pub"
-        os.makedirs(stage)
-        shutil.copy2(so, os.path.join(stage, name + ".so"))
-        meta = {"key": key, "name": name, "so": name + ".so", "header": tag, "build_s": time.time() - t0}
-        with open(os.path.join(stage, "meta.json"), "w") as fh:
-            json.dump(meta, fh)
-        try:
-            os.rename(stage, final)
-        except OSError:
-            shutil.rmtree(stage, ignore_errors=True)  # someone published first: same bytes
-        shutil.rmtree(tmp, ignore_errors=True)
-        return _meta(final), time.time() - t0
-    shutil.rmtree(tmp, ignore_errors=True)
+        return {"name": name, "so": os.path.join(bdir, name + ".so"), "header": tag, "build_s": time.time() - t0}
     raise BuildError("\n".join(logs))
 
 
-def install(settings):
-    """Replaces cpp_extension.load_inline (and torch.utils.cpp_extension's attribute) for this process."""
+def install(settings, request_build=None):
+    """Replaces cpp_extension.load_inline (and torch.utils.cpp_extension's attribute) for this process.
+
+    capture mode: request_build(digest, norm) -> {"status": "ok", "key": ...} or {"status": ..., "log": ...}.
+    """
 
     def load_inline(name=None, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
                     extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
@@ -203,29 +228,25 @@ def install(settings):
                               extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                               extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
                               with_cuda=with_cuda, with_pytorch_error_handling=with_pytorch_error_handling))
-        key = key_of(norm, settings)
-        final = os.path.join(settings.cache_root, key)
-        rec = {"key": key, "cache_hit": True, "seconds": 0.0}
-        if not os.path.exists(os.path.join(final, "meta.json")):
-            if settings.mode != "build":
-                msg = "load_inline extension %s was not built by the compile step" % key[:16]
+        digest = digest_of(norm)
+        rec = {"digest": digest, "cache_hit": True, "seconds": 0.0}
+        if settings.mode == "capture":
+            reply = request_build(digest, norm)
+            if reply.get("status") != "ok":
+                log = reply.get("log", "the judge did not build the extension")
+                failures.append(log)
+                raise BuildError(log)
+            key = reply["key"]
+            rec.update(cache_hit=bool(reply.get("cache_hit", True)), seconds=float(reply.get("seconds", 0.0)))
+        else:
+            key = settings.extensions.get(digest)
+            if key is None:
+                msg = "load_inline extension %s was not built by the compile step" % digest[:16]
                 failures.append(msg)
                 raise ExtensionNotBuilt(msg)
-            # read-only open: the lock file may belong to another sandbox uid
-            lock_fd = os.open(final + ".lock", os.O_RDONLY | os.O_CREAT, 0o444)
-            with os.fdopen(lock_fd) as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not os.path.exists(os.path.join(final, "meta.json")):
-                    building["key"] = key
-                    try:
-                        meta, secs = _build(norm, key, settings)
-                    except BuildError as e:
-                        failures.append(e.log)
-                        raise
-                    building["key"] = None
-                    rec.update(cache_hit=False, seconds=secs)
+        final = os.path.join(settings.cache_root, key)
         meta = _meta(final)
-        rec.update(name=meta["name"], header=meta["header"], so=os.path.join(final, meta["so"]))
+        rec.update(key=key, name=meta["name"], header=meta["header"], so=os.path.join(final, meta["so"]))
         calls.append(rec)
         return import_so(meta["name"], rec["so"])
 
@@ -325,6 +346,26 @@ def _build_pch(d, key, cuda):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+
+def _builder_main():
+    """`ext.py build`: one extension from a judge request (stdin) into this scratch dir; result on fd 3."""
+    out = os.fdopen(3, "w", buffering=1)
+    try:
+        job = json.loads(sys.stdin.readline())
+        settings = Settings(dict(job["settings"], mode="build"))
+        meta = build(normalize(job["request"]), job["key"], settings, tempfile.mkdtemp(prefix="build.", dir=os.getcwd()))
+        answer = dict(meta, status="ok")
+    except BuildError as e:
+        answer = {"status": "compile_error", "log": e.log[-6000:]}
+    except Exception as e:  # noqa: BLE001 -- a malformed request is the candidate's compile error
+        answer = {"status": "compile_error", "log": "%s: %s" % (type(e).__name__, str(e)[-2000:])}
+    out.write(json.dumps(answer) + "\n")
+    out.flush()
+
+
+if __name__ == "__main__" and len(sys.argv) >= 2 and sys.argv[1] == "build":
+    _builder_main()
+    os._exit(0)
 
 if __name__ == "__main__" and len(sys.argv) >= 4 and sys.argv[1] == "make-pch":
     # make-pch CACHE_ROOT TOOLCHAIN [--cuda] [--result FILE]: the judge may stop waiting and leave this
