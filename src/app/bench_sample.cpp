@@ -43,6 +43,7 @@ struct SampleBenchArgs {
   std::string work_dir = "/tmp/dice-bench-sample";
   int64_t check_every = 8;
   int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
+  std::string graphs = "both";  // sampler.cuda_graphs: off | on | both (a row each)
   double hbm_bytes_per_s = 4.8e12;
   double peak_flops = 790e12;
 };
@@ -133,7 +134,7 @@ void run_throughput(const SampleBenchArgs& a) {
   const auto dtype = dev.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
   if (!dev.is_cuda()) log::warn("bench sample: no GPU; running on CPU (numbers are not meaningful)");
   nlohmann::json results = nlohmann::json::array();
-  std::printf("%-10s %5s %-8s %7s %11s %11s %7s %11s %7s\n", "shape", "batch", "strategy", "new", "dice tok/s",
+  std::printf("%-10s %5s %-14s %7s %11s %11s %7s %11s %7s\n", "shape", "batch", "strategy", "new", "dice tok/s",
               "peer tok/s", "ratio", "roof tok/s", "of roof");
   auto max_new_for = [&](int64_t B) { return (B >= 32 && a.max_new_large > 0) ? a.max_new_large : a.max_new; };
   for (const auto& shape : a.shapes) {
@@ -157,8 +158,14 @@ void run_throughput(const SampleBenchArgs& a) {
     for (size_t bi = 0; bi < a.batches.size(); ++bi) {
       const int64_t B = a.batches[bi], max_new = max_new_for(B);
       const double ptps = peer_tps[bi];
+      std::vector<std::pair<std::string, bool>> runs;  // (strategy, cuda_graphs)
       for (const auto& strategy : a.strategies) {
+        if (a.graphs != "on") runs.emplace_back(strategy, false);
+        if (a.graphs != "off" && dev.is_cuda()) runs.emplace_back(strategy, true);
+      }
+      for (const auto& [strategy, graphs] : runs) {
         rollout::SamplerConfig c;
+        c.cuda_graphs = graphs;
         c.block_size = 4;
         c.steps = 4;
         c.strategy = strategy;
@@ -177,6 +184,11 @@ void run_throughput(const SampleBenchArgs& a) {
         }
         rollout::Sampler s(m, c);
         auto prompts = random_prompts(B, a.prompt_len, 11, m->config().vocab_size);
+        int64_t captured = 0;
+        if (graphs) {  // capture every shape of this run once (a sampler reused across RL steps keeps them)
+          s.generate(prompts, 0);
+          captured = s.last_stats().graphs_captured;
+        }
         if (dev.is_cuda()) torch::cuda::synchronize();
         Timer t;
         auto recs = s.generate(prompts, 0);
@@ -187,11 +199,18 @@ void run_throughput(const SampleBenchArgs& a) {
         const double tps = tokens / sec;
         auto roof = roofline(m->config(), B, a.prompt_len, max_new, 4, 4, a.hbm_bytes_per_s, a.peak_flops);
         const double roof_tps = B * max_new / roof.seconds;
-        std::printf("%-10s %5ld %-8s %7ld %11.1f %11.1f %6.2fx %11.1f %6.1f%%\n", shape.c_str(), static_cast<long>(B),
-                    strategy.c_str(), static_cast<long>(max_new), tps, ptps, ptps > 0 ? tps / ptps : 0.0, roof_tps,
+        const std::string label = strategy + (graphs ? "+graphs" : "");
+        std::printf("%-10s %5ld %-14s %7ld %11.1f %11.1f %6.2fx %11.1f %6.1f%%", shape.c_str(), static_cast<long>(B),
+                    label.c_str(), static_cast<long>(max_new), tps, ptps, ptps > 0 ? tps / ptps : 0.0, roof_tps,
                     100.0 * tps / roof_tps);
+        if (graphs)
+          std::printf("  (%ld graphs captured in a first run; %ld of %ld forwards replayed)", static_cast<long>(captured),
+                      static_cast<long>(s.last_stats().graph_replays), static_cast<long>(s.last_stats().forwards));
+        std::printf("\n");
         std::fflush(stdout);
-        results.push_back({{"shape", shape}, {"batch", B}, {"strategy", strategy}, {"prompt_len", a.prompt_len},
+        results.push_back({{"shape", shape}, {"batch", B}, {"strategy", strategy}, {"cuda_graphs", graphs},
+                           {"graphs_captured", captured}, {"graph_replays", s.last_stats().graph_replays},
+                           {"prompt_len", a.prompt_len},
                            {"max_new", max_new}, {"tokens", tokens}, {"seconds", sec}, {"tokens_per_s", tps},
                            {"forwards", s.last_stats().forwards}, {"prefill_s", s.last_stats().prefill_s},
                            {"peer_tokens_per_s", ptps}, {"peer_impl", peer_impl[bi]},
@@ -205,6 +224,7 @@ void run_throughput(const SampleBenchArgs& a) {
           pc.max_len = (a.prompt_len + pc.max_new_tokens + 3) / 4 * 4;
           pc.time_phases = true;
           rollout::Sampler ps(m, pc);
+          if (graphs) ps.generate(prompts, 0);  // captures first, as above
           ps.generate(prompts, 0);
           const auto& st = ps.last_stats();
           const double total = st.wall_s > 0 ? st.wall_s : 1;
@@ -254,6 +274,16 @@ void run_greedy_check(const SampleBenchArgs& a) {
   c.max_len = 130 + max_new + 8;
   rollout::Sampler s(m, c);
   auto recs = s.generate(prompts);
+  std::vector<rollout::SampleRecord> graph_recs;
+  if (dev.is_cuda()) {  // the fixed-shape forwards replayed as CUDA graphs must give the same tokens
+    auto gc = c;
+    gc.cuda_graphs = true;
+    rollout::Sampler gs(m, gc);
+    graph_recs = gs.generate(prompts);
+    std::printf("greedy with CUDA graphs: %ld graphs captured, %ld of %ld forwards replayed\n",
+                static_cast<long>(gs.last_stats().graphs_captured), static_cast<long>(gs.last_stats().graph_replays),
+                static_cast<long>(gs.last_stats().forwards));
+  }
 
   nlohmann::json pj = prompts;
   fs::write_file(dir + "/prompts.json", pj.dump());
@@ -284,6 +314,21 @@ void run_greedy_check(const SampleBenchArgs& a) {
   std::printf("greedy-equality %s: %ld of %ld tokens equal (dice batch of %zu vs peer [%s] one by one, %s fp32)\n",
               all_equal ? "PASS" : "FAIL", static_cast<long>(equal_tokens), static_cast<long>(total), prompts.size(),
               peer["impl"].get<std::string>().c_str(), shape.c_str());
+  if (!graph_recs.empty()) {
+    int64_t same = 0, n = 0;
+    bool graphs_equal = true;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto want = peer["responses"][i].get<std::vector<int64_t>>();
+      auto want_steps = peer["step_maps"][i].get<std::vector<int64_t>>();
+      const auto& got = graph_recs[i].response_ids;
+      for (size_t j = 0; j < std::min(want.size(), got.size()); ++j) same += want[j] == got[j];
+      n += static_cast<int64_t>(want.size());
+      graphs_equal = graphs_equal && want == got && want_steps == graph_recs[i].step_map;
+    }
+    std::printf("greedy-equality with CUDA graphs %s: %ld of %ld tokens equal\n", graphs_equal ? "PASS" : "FAIL",
+                static_cast<long>(same), static_cast<long>(n));
+    all_equal = all_equal && graphs_equal;
+  }
   DICE_REQUIRE(all_equal, "dice's greedy tokens differ from the peer's (see above).");
 }
 
@@ -321,6 +366,8 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--peer-script", a->peer_script, "the peer script");
   cmd.add_option("--python", a->python, "python with torch (+ transformers) for the peer");
   cmd.add_option("--json", a->json_out, "write results as JSON");
+  cmd.add_option("--graphs", a->graphs, "sampler.cuda_graphs rows: off, on or both")
+      ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--greedy-check", a->greedy_check, "compare greedy tokens with the peer (first shape)");
   cmd.add_option("--work-dir", a->work_dir, "where --greedy-check writes its model");
   cmd.callback([a, shapes, batches, strategies] {

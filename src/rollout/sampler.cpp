@@ -16,6 +16,14 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
+#include <tuple>
+
+#if DICE_WITH_CUDA_GRAPHS
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "dice/model/masks.h"
 #include "dice/util/log.h"
@@ -36,6 +44,19 @@ void SamplerConfig::validate() const {
   DICE_REQUIRE(max_len > 0, "sampler.max_len must be > 0; got ", max_len, ".");
   DICE_REQUIRE(check_every > 0, "sampler.check_every must be > 0; got ", check_every, ".");
   DICE_REQUIRE(prefill_tokens > 0, "sampler.prefill_tokens must be > 0; got ", prefill_tokens, ".");
+  DICE_REQUIRE(graph_span_step > 0, "sampler.graph_span_step must be > 0; got ", graph_span_step, ".");
+  DICE_REQUIRE(max_graphs >= 0, "sampler.max_graphs must be >= 0; got ", max_graphs, ".");
+}
+
+int64_t graph_rows(int64_t n, int64_t max_rows) {
+  int64_t b = n <= 16 ? 1 : (n + 15) / 16 * 16;
+  if (n <= 16)
+    while (b < n) b *= 2;
+  return std::min(b, max_rows);
+}
+
+int64_t graph_span(int64_t span, int64_t step, int64_t max_len) {
+  return std::min((span + step - 1) / step * step, max_len);
 }
 
 namespace {
@@ -86,6 +107,26 @@ struct Sampler::Impl {
   torch::Tensor iota_W;      // int64 [W]
   std::vector<Slot> slots;   // host mirror, size n
 
+  // cuda_graphs: static inputs (all cache rows) and the logits every captured forward writes.
+  torch::Tensor g_ids;     // int64 [S, W]
+  torch::Tensor g_pos;     // int64 [S]
+  torch::Tensor g_logits;  // [S, W, V] model dtype (GPU only)
+#if DICE_WITH_CUDA_GRAPHS
+  struct Graph {
+    at::cuda::CUDAGraph graph;
+    torch::Tensor out;
+  };
+  std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<Graph>> graphs;  // (rows, span, commit)
+  decltype(at::cuda::graph_pool_handle()) pool{0, 0};
+  bool graphs_failed = false;
+#endif
+  void drop_graphs() {
+    g_ids = g_pos = g_logits = torch::Tensor();
+#if DICE_WITH_CUDA_GRAPHS
+    graphs.clear();
+#endif
+  }
+
   int64_t n() const { return static_cast<int64_t>(slots.size()); }
 };
 
@@ -117,6 +158,7 @@ int64_t Sampler::cache_bytes() const {
 
 void Sampler::release() {
   auto& I = *impl_;
+  I.drop_graphs();
   I.cache.reset();
   I.st = BlockState{};
   I.pos = I.seq_id = I.prompt_len = I.active = I.seq_tokens = I.seq_steps = I.seq_logp = torch::Tensor();
@@ -153,6 +195,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
   // ---- the KV cache: allocated once, grown only when a call needs more rows ----
   const int64_t S = std::min(cfg_.max_batch, std::max<int64_t>(N, I.cache ? I.cache->batch() : 0));
   if (!I.cache || I.cache->batch() < S || I.cache->max_len() != T) {
+    I.drop_graphs();  // they read and write the old cache's memory
     I.cache.reset();
     const double gib = 2.0 * I.mc.num_hidden_layers * S * I.mc.num_key_value_heads * T * I.mc.head_dim *
                        c10::elementSize(I.dtype) / (1024.0 * 1024 * 1024);
@@ -258,6 +301,75 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     stats_.prefill_s += t.elapsed_s();
   };
 
+  // ---- cuda_graphs: the decode forward of rows [0, nb) over `sb` key slots, fixed shape ----
+  auto fixed_run = [&](int64_t nb, int64_t sb, bool commit, bool into_static) {
+    auto pos = I.g_pos.narrow(0, 0, nb);
+    auto view = cache_rows(*I.cache, I.mc, 0, nb, I.dtype);
+    model::ForwardArgs fa;
+    fa.ids = I.g_ids.narrow(0, 0, nb);
+    fa.positions = pos.unsqueeze(1) + I.iota_W;
+    fa.mask = model::decode_mask(pos, W, sb);
+    fa.cache = view.get();
+    fa.kv_span = sb;
+    if (commit) return model_->hidden(fa);
+    auto logits = model_->forward(fa);
+    if (!into_static) return logits;
+    auto dst = I.g_logits.narrow(0, 0, nb);
+    dst.copy_(logits);  // one buffer for every graph: their own outputs are freed inside the pool
+    return dst;
+  };
+  auto fixed_forward = [&](int64_t n, int64_t sb, bool commit) -> torch::Tensor {
+    const int64_t nb = graph_rows(n, rows);
+    if (!I.g_ids.defined()) {
+      I.g_ids = torch::full({rows, W}, mask_id, i64);
+      I.g_pos = torch::zeros({rows}, i64);
+    }
+    I.g_ids.narrow(0, 0, n).copy_(I.st.tokens);
+    I.g_pos.narrow(0, 0, n).copy_(I.pos);
+    if (nb > n) {  // padding rows: free cache rows, mask tokens at position 0
+      I.g_ids.narrow(0, n, nb - n).fill_(mask_id);
+      I.g_pos.narrow(0, n, nb - n).zero_();
+    }
+#if DICE_WITH_CUDA_GRAPHS
+    if (I.device.is_cuda() && !I.graphs_failed) {
+      const auto key = std::make_tuple(nb, sb, commit);
+      auto it = I.graphs.find(key);
+      if (it == I.graphs.end() && static_cast<int64_t>(I.graphs.size()) < cfg_.max_graphs) {
+        try {
+          if (!I.g_logits.defined())
+            I.g_logits = torch::empty({rows, W, I.mc.vocab_size}, torch::TensorOptions().dtype(I.dtype).device(I.device));
+          if (I.pool.first == 0 && I.pool.second == 0) I.pool = at::cuda::graph_pool_handle();
+          auto g = std::make_unique<Impl::Graph>();
+          torch::cuda::synchronize();
+          auto stream = c10::cuda::getStreamFromPool(false, I.device.index());
+          {
+            c10::cuda::CUDAStreamGuard guard(stream);
+            fixed_run(nb, sb, commit, true);  // warm-up (lazy handles); writes what the replay writes
+            stream.synchronize();
+            g->graph.capture_begin(I.pool);
+            g->out = fixed_run(nb, sb, commit, true);
+            g->graph.capture_end();
+          }
+          torch::cuda::synchronize();
+          it = I.graphs.emplace(key, std::move(g)).first;
+          ++stats_.graphs_captured;
+        } catch (const std::exception& e) {
+          log::warn("sampler: CUDA graph capture failed, decoding without graphs from now on: ", e.what());
+          I.graphs_failed = true;
+          I.graphs.clear();
+          torch::cuda::synchronize();
+        }
+      }
+      if (it != I.graphs.end()) {
+        it->second->graph.replay();
+        ++stats_.graph_replays;
+        return it->second->out;
+      }
+    }
+#endif
+    return fixed_run(nb, sb, commit, false);
+  };
+
   // ---- one decode forward of all active rows ----
   auto forward_step = [&]() {
     const double t0 = timed ? mark() : 0;
@@ -278,25 +390,29 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     }
     // A finished row's mirror may run ahead of its (frozen) device position: clamp the span.
     const int64_t span = std::min(max_pos + W, T);
-    auto view = cache_rows(*I.cache, I.mc, 0, n, I.dtype);
-    model::ForwardArgs fa;
-    fa.ids = I.st.tokens;
-    fa.positions = I.pos.unsqueeze(1) + I.iota_W;
-    if (!same) fa.mask = model::decode_mask(I.pos, W, span);  // all rows aligned: no mask needed
-    fa.cache = view.get();
-    fa.kv_span = span;
     // Static / sequential rows move in lockstep when they joined together: a forward in which every
     // row commits needs no logits and no draw.
     bool all_commit = exact_mirror;
     for (const auto& s : I.slots) all_commit = all_commit && s.phase == s.needed;
     auto committing = I.active & I.st.masked.any(1).logical_not();
     ++stats_.forwards;
-    if (all_commit) {
-      model_->hidden(fa);
-      if (timed) t1 = t2 = mark();
+    torch::Tensor logits;  // [n, W, V]
+    if (cfg_.cuda_graphs) {  // the same forward in a fixed shape (see sampler.h)
+      auto out = fixed_forward(n, graph_span(span, cfg_.graph_span_step, T), all_commit);
+      if (!all_commit) logits = out.narrow(0, 0, n);
     } else {
-      auto logits = model_->forward(fa);  // [n, W, V]
-      if (timed) t1 = mark();
+      auto view = cache_rows(*I.cache, I.mc, 0, n, I.dtype);
+      model::ForwardArgs fa;
+      fa.ids = I.st.tokens;
+      fa.positions = I.pos.unsqueeze(1) + I.iota_W;
+      if (!same) fa.mask = model::decode_mask(I.pos, W, span);  // all rows aligned: no mask needed
+      fa.cache = view.get();
+      fa.kv_span = span;
+      if (all_commit) model_->hidden(fa);
+      else logits = model_->forward(fa);
+    }
+    if (timed) t1 = t2 = mark();
+    if (!all_commit) {
       auto u = uniform_noise(cfg_.seed, I.seq_id, I.st.global_step, W);
       auto d = draw_tokens(logits, u, I.sp, cfg_.record_logprobs);
       apply_step(I.st, d, I.active, cfg_.steps, I.strategy, cfg_.threshold);

@@ -385,3 +385,42 @@ TEST(Sampler, BadRequestsAreClearErrors) {
   bad.strategy = "random";
   EXPECT_THROW(Sampler(m, bad), Error);
 }
+
+TEST(Sampler, FixedShapeBucketsCoverTheirInputs) {
+  EXPECT_EQ(graph_rows(1, 128), 1);
+  EXPECT_EQ(graph_rows(3, 128), 4);
+  EXPECT_EQ(graph_rows(9, 128), 16);
+  EXPECT_EQ(graph_rows(17, 128), 32);
+  EXPECT_EQ(graph_rows(100, 128), 112);
+  EXPECT_EQ(graph_rows(100, 100), 100);
+  EXPECT_EQ(graph_rows(3, 2), 2);  // never more rows than the cache has
+  for (int64_t n = 1; n <= 130; ++n) EXPECT_GE(graph_rows(n, 1 << 20), n);
+  EXPECT_EQ(graph_span(4, 128, 6144), 128);
+  EXPECT_EQ(graph_span(128, 128, 6144), 128);
+  EXPECT_EQ(graph_span(129, 128, 6144), 256);
+  EXPECT_EQ(graph_span(6100, 128, 6144), 6144);
+}
+
+// cuda_graphs runs each decode forward in a fixed shape (padded rows, bucketed key span, always a
+// mask); on the CPU that path runs eagerly and must give exactly the tokens of the plain one.
+TEST(Sampler, FixedShapeForwardsGiveTheSameTokens) {
+  auto m = tiny_model();
+  auto warm = prompts_of({3, 3, 3, 3, 3, 3, 3, 3}, 11);  // 8 cache rows: later batches of 3 pad to 4
+  auto prompts = prompts_of({2, 9, 13});
+  for (std::string strategy : {"static", "dynamic"}) {
+    auto c = base_config();
+    c.strategy = strategy;
+    c.threshold = 0.6;
+    c.record_logprobs = true;
+    c.stop_ids = {7, 40, 300};
+    Sampler plain(m, c);
+    auto want = plain.generate(prompts);
+    c.cuda_graphs = true;
+    c.graph_span_step = 8;  // several span buckets within 24 new tokens
+    Sampler fixed(m, c);
+    fixed.generate(warm);
+    auto got = fixed.generate(prompts);
+    for (size_t i = 0; i < prompts.size(); ++i) expect_same(got[i], want[i], strategy + " prompt " + std::to_string(i));
+    EXPECT_EQ(fixed.last_stats().graph_replays, 0);  // no CUDA here: the fixed shapes ran eagerly
+  }
+}

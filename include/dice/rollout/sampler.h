@@ -24,6 +24,12 @@
 //    calls; release() frees it. A request that cannot fit is a dice::Error, not an OOM.
 //  - Prompts beyond max_batch wait and join the batch as others finish (continuous batching);
 //    finished rows leave the batch at the next check (every `check_every` forwards).
+//  - cuda_graphs: every decode forward gets a fixed shape: rows rounded up to a bucket (padding
+//    rows are free cache rows, fed mask tokens at position 0), the key span rounded up to a
+//    multiple of graph_span_step (keys past a row's block are masked), always with a mask. On a
+//    GPU each (rows, span, commit-only) shape is captured once as a CUDA graph and replayed (the
+//    forward's ~50 kernel launches per layer cost one launch); weights updated in place
+//    (load_weights) keep the graphs valid. On the CPU the same fixed shapes run eagerly.
 #include <torch/types.h>
 
 #include <cstdint>
@@ -56,6 +62,9 @@ struct SamplerConfig {
   int64_t check_every = 8;  // forwards between host checks for finished rows
   int64_t prefill_tokens = 32768;  // prompt tokens per prefill forward (bounds activation memory)
   bool time_phases = false;  // synchronise the device around each phase and time it (dice bench)
+  bool cuda_graphs = false;  // fixed-shape decode forwards, captured as CUDA graphs on a GPU
+  int64_t graph_span_step = 128;  // key-span bucket of the fixed shapes
+  int64_t max_graphs = 64;        // captured shapes kept (more shapes run eagerly)
 
   template <class V> void visit(V& v) {
     v("block_size", block_size, "tokens per diffusion block (0 = the model's)");
@@ -75,6 +84,9 @@ struct SamplerConfig {
     v("check_every", check_every, "forwards between checks for finished sequences");
     v("prefill_tokens", prefill_tokens, "prompt tokens per prefill forward");
     v("time_phases", time_phases, "synchronise and time each phase (slower; for profiling)");
+    v("cuda_graphs", cuda_graphs, "fixed-shape decode forwards, replayed as CUDA graphs on a GPU");
+    v("graph_span_step", graph_span_step, "key-span bucket of the fixed-shape forwards");
+    v("max_graphs", max_graphs, "CUDA graphs kept (other shapes run eagerly)");
   }
   void validate() const;
 };
@@ -104,8 +116,15 @@ struct SampleStats {
   double draw_s = 0;    // noise, sampling and the unmasking rule
   double commit_s = 0;  // block bookkeeping after each forward (commit, stop checks, next block)
   double retire_s = 0;  // host checks, finished rows out, compaction of the cache
+  int64_t graphs_captured = 0;  // cuda_graphs: shapes captured during this call
+  int64_t graph_replays = 0;    // decode forwards that replayed a graph
   double tokens_per_s() const { return wall_s > 0 ? response_tokens / wall_s : 0; }
 };
+
+// Fixed-shape buckets (cuda_graphs): rows -> 1, 2, 4, 8, 16, then multiples of 16, at most
+// max_rows; key span -> a multiple of step, at most max_len.
+int64_t graph_rows(int64_t n, int64_t max_rows);
+int64_t graph_span(int64_t span, int64_t step, int64_t max_len);
 
 class Sampler {
  public:
