@@ -5,8 +5,9 @@
 #
 # usage (repo root, project built in build-gpu/):  OUT=/path tools/gpu/judge.sh [cases|bench|all]
 #   cases  ~4 min: 15 checked candidates (honest, duplicates, 11 mutants) + 11 hostile ones
-#   bench  ~6 min: judge on 24 candidates (cold cache) + the one-by-one baseline on JUDGE_BASELINE
-#          of them (default 4: each costs a full ~50 s build) + agreement of verdicts
+#   bench  ~5 min: judge on 24 candidates (cold cache, precompiled header made first) + the
+#          one-by-one baseline on JUDGE_BASELINE of them (default 2: each costs a full ~50 s build)
+#          + agreement of verdicts
 #   JUDGE_SETS="k=v ..." adds --set overrides to every judge run.
 #   JUDGE_VARIANTS=1 adds one cold build per compile variant (extension.h vs light headers, MAX_JOBS).
 # Results: $OUT/judge_cases.txt, $OUT/bench_judge.txt, $OUT/bench_judge.json, verdict JSONL files.
@@ -44,8 +45,10 @@ if [[ $PHASE == bench || $PHASE == all ]]; then
   echo "== dice bench judge"
   extra=()
   [[ ${JUDGE_VARIANTS:-0} == 1 ]] && extra+=(--build-variants)
-  "$DICE" bench judge --n-tasks "${JUDGE_TASKS:-8}" --dup "${JUDGE_DUP:-3}" --baseline "${JUDGE_BASELINE:-4}" \
-    "${common[@]}" --out "$OUT/bench_judge.json" "${extra[@]}" 2>&1 | tee "$OUT/bench_judge.txt"
+  # a fresh cache: every candidate builds cold; the precompiled header is made once before timing
+  bcache=$(mktemp -d /tmp/dice-bench-judge-cache.XXXXXX); chmod 755 "$bcache"
+  "$DICE" bench judge --n-tasks "${JUDGE_TASKS:-8}" --dup "${JUDGE_DUP:-3}" --baseline "${JUDGE_BASELINE:-2}" \
+    "${common[@]}" --set "cache_root=$bcache" --out "$OUT/bench_judge.json" "${extra[@]}" 2>&1 | tee "$OUT/bench_judge.txt"
   rc=$(( rc | ${PIPESTATUS[0]} ))
 fi
 exit $rc

@@ -8,7 +8,9 @@
 #  2. tokens/s at SDAR-1.7B and SDAR-4B shapes, batch 1 / 32 / 128, prompt 512, static and
 #     dynamic 0.9, beside the peer (static) and the roofline (4.8 TB/s, 790 TFLOP/s).
 # Override lengths with SAMPLER_NEW (dice new tokens, default 256), SAMPLER_PEER_NEW (peer, 64),
-# SAMPLER_GREEDY_NEW (64); PYTHON picks the interpreter with torch + transformers.
+# SAMPLER_GREEDY_NEW (64); SAMPLER_SHAPES / _BATCHES / _STRATEGIES narrow the grid; SAMPLER_GRAPHS
+# (off | on | both, default both) adds rows with sampler.cuda_graphs; PYTHON picks the interpreter
+# with torch + transformers.
 set -uo pipefail
 OUT=${OUT:-/tmp/dice-sampler-out}
 mkdir -p "$OUT"
@@ -31,7 +33,8 @@ echo "(greedy check: exit $greedy_rc, $(( $(date +%s) - start )) s)"
 
 echo "== 2. throughput =="
 start=$(date +%s)
-"$DICE" bench sample --shapes sdar-1.7b,sdar-4b --batches 1,32,128 --strategies static,dynamic \
+"$DICE" bench sample --shapes "${SAMPLER_SHAPES:-sdar-1.7b,sdar-4b}" --batches "${SAMPLER_BATCHES:-1,32,128}" \
+  --strategies "${SAMPLER_STRATEGIES:-static,dynamic}" --graphs "${SAMPLER_GRAPHS:-both}" \
   --prompt-len 512 --max-new-tokens "$NEW" --peer-max-new "$PEER_NEW" --python "$PY" \
   --phase-new "${PHASE_NEW:-128}" --json "$OUT/sampler_bench.json" 2>&1 | tee "$OUT/sampler_bench.txt"
 bench_rc=${PIPESTATUS[0]}
