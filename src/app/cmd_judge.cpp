@@ -3,7 +3,6 @@
 // Candidates: JSONL records {task_id, response | code, sample_id?}. Verdicts: JSONL, one per
 // candidate in input order, the Verdict fields plus sample_id and reward.
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -28,12 +27,9 @@ struct CandidateRecord {
 };
 
 std::vector<CandidateRecord> load_candidates(const std::string& path) {
-  std::ifstream in(path);
-  DICE_REQUIRE(in, "cannot read the candidates file '", path, "'");
+  DICE_REQUIRE(fs::exists(path), "the candidates file '", path, "' does not exist");
   std::vector<CandidateRecord> out;
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  fs::for_each_line(path, [&](int lineno, const std::string& line) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     DICE_REQUIRE(!j.is_discarded() && j.is_object(), path, ":", lineno, ": not a JSON object");
     CandidateRecord c;
@@ -49,7 +45,7 @@ std::vector<CandidateRecord> load_candidates(const std::string& path) {
     }
     if (j.contains("sample_id")) c.sample_id = j["sample_id"];
     out.push_back(std::move(c));
-  }
+  });
   return out;
 }
 

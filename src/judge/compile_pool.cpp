@@ -110,7 +110,23 @@ void copy_regular_file(const std::string& src, const std::string& dst) {
   ok = ::close(out) == 0 && ok;
   DICE_REQUIRE(ok, "cannot copy '", src, "' into the build cache: ", std::strerror(errno));
 }
+// Why a step that gave no result ended: past its deadline, a resource limit, or anything else.
+Failure ended_without_result(const proc::ExitStatus& st, bool past_deadline, Failure on_timeout, Failure otherwise) {
+  if (st.timed_out || past_deadline) return on_timeout;
+  if (st.signal == SIGXCPU || st.signal == SIGXFSZ) return Failure::kResourceLimit;
+  return otherwise;
+}
 }  // namespace
+
+proc::SpawnOptions CompilePool::python_options(const SandboxConfig& sandbox, const std::vector<std::string>& args,
+                                               const std::string& scratch, int uid) const {
+  std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
+  for (const auto& e : s_.extra_env) env.push_back(e);
+  auto opts = sandboxed_python(sandbox, s_.python, args, scratch, {}, uid, s_.cuda, env);
+  opts.sandbox.cpu_s = static_cast<long>(s_.timeout_s * 4) + 60;
+  opts.all_cpus = true;  // builds use the whole node even when mpirun pinned this rank to one core
+  return opts;
+}
 
 std::string extension_key(const CompileSettings& s, const nlohmann::json& request) {
   hash::Sha256 h;
@@ -154,12 +170,9 @@ void CompilePool::build_pch() {
     std::vector<std::string> args = {s_.harness_dir + "/ext.py", "make-pch", s_.cache_root, s_.toolchain,
                                      "--result", result};
     if (s_.cuda) args.push_back("--cuda");
-    std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
-    for (const auto& e : s_.extra_env) env.push_back(e);
-    auto opts = sandboxed_python(trusted, s_.python, args, scratch.path(), {}, -1, s_.cuda, env);
+    auto opts = python_options(trusted, args, scratch.path(), -1);
     opts.pipe_stdin = false;
     opts.result_pipe = false;
-    opts.all_cpus = true;
     proc::Subprocess p(opts);
     bool stopped = false;
     while (p.running()) {  // polled: a judge that is done does not wait for it
@@ -304,12 +317,8 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   Timer t;
   int uid = s_.uid_base >= 0 ? s_.uid_base + s_.slot_offset + index : -1;
   Scratch scratch(str(s_.scratch_root, "/compile", index), uid);
-  std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
-  for (const auto& e : s_.extra_env) env.push_back(e);
   // The cache is not writable here: this process runs the candidate's module code.
-  auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/compile.py"}, scratch.path(), {}, uid,
-                               s_.cuda, env);
-  opts.sandbox.cpu_s = static_cast<long>(s_.timeout_s * 4) + 60;
+  auto opts = python_options(s_.sandbox, {s_.harness_dir + "/compile.py"}, scratch.path(), uid);
   CompileResult r;
   proc::Subprocess p(opts);
   p.write_stdin(nlohmann::json{{"candidate", path}, {"cache_root", s_.cache_root}}.dump() + "\n");
@@ -371,15 +380,10 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
     r.failure = s == "ok" ? Failure::kNone : failure_from_name(s);
     if (r.failure == Failure::kCompileError) r.failure = Failure::kLoadError;  // no build of ours failed
     r.log_tail = status.value("log", "");
-  } else if (st.timed_out || now_s() >= deadline) {
-    r.failure = Failure::kTimeout;
-    r.log_tail = str("candidate module code exceeded ", s_.timeout_s, " s");
-  } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
-    r.failure = Failure::kResourceLimit;
-    r.log_tail = "compile step: " + st.describe();
   } else {
-    r.failure = Failure::kCrash;
-    r.log_tail = "compile step died: " + st.describe();
+    r.failure = ended_without_result(st, now_s() >= deadline, Failure::kTimeout, Failure::kCrash);
+    r.log_tail = r.failure == Failure::kTimeout ? str("candidate module code exceeded ", s_.timeout_s, " s")
+                                                : "compile step died: " + st.describe();
   }
   std::string err = tail(p.stderr_tail(), 1500);
   if (r.failure != Failure::kNone && !err.empty()) r.log_tail = tail(r.log_tail, 2500) + "\n[stderr]\n" + err;
@@ -471,12 +475,7 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   b.cache_hit = false;
   int uid = s_.uid_base >= 0 ? s_.uid_base + s_.slot_offset + s_.workers + index : -1;
   Scratch scratch(str(s_.scratch_root, "/build", index), uid);
-  std::vector<std::string> env = {str("MAX_JOBS=", s_.max_jobs)};
-  for (const auto& e : s_.extra_env) env.push_back(e);
-  auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/ext.py", "build"}, scratch.path(), {}, uid,
-                               s_.cuda, env);
-  opts.sandbox.cpu_s = static_cast<long>(s_.timeout_s * 4) + 60;
-  opts.all_cpus = true;  // builds use the whole node even when mpirun pinned this rank to one core
+  auto opts = python_options(s_.sandbox, {s_.harness_dir + "/ext.py", "build"}, scratch.path(), uid);
   nlohmann::json settings = {{"cache_root", s_.cache_root},
                              {"light_headers", s_.light_headers},
                              {"extra_cflags", s_.extra_cflags},
@@ -495,16 +494,9 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   b.seconds = t.elapsed_s();
   std::string err = tail(p.stderr_tail(), 1500);
   if (!res.is_object()) {
-    if (st.timed_out || now_s() >= deadline) {
-      b.failure = Failure::kCompileTimeout;
-      b.log = str("build exceeded ", s_.timeout_s, " s");
-    } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
-      b.failure = Failure::kResourceLimit;
-      b.log = "build: " + st.describe();
-    } else {
-      b.failure = Failure::kCompileError;
-      b.log = "the builder died: " + st.describe() + (err.empty() ? "" : "\n[stderr]\n" + err);
-    }
+    b.failure = ended_without_result(st, now_s() >= deadline, Failure::kCompileTimeout, Failure::kCompileError);
+    b.log = b.failure == Failure::kCompileTimeout ? str("build exceeded ", s_.timeout_s, " s")
+                                                  : "the builder died: " + st.describe() + (err.empty() ? "" : "\n[stderr]\n" + err);
     return b;
   }
   if (res.value("status", "") != "ok") {

@@ -102,24 +102,15 @@ void check_unique_ids(const std::vector<Task>& tasks, const std::string& what) {
 }
 
 std::vector<Task> load_tasks(const std::string& path) {
-  const std::string text = fs::read_file(path);
   std::vector<Task> tasks;
-  std::map<std::string, size_t> line_of;
-  size_t pos = 0, line_no = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  std::map<std::string, int> line_of;
+  fs::for_each_line(path, [&](int line_no, const std::string& line) {
     const std::string where = str(path, ":", line_no);
     Task t = parse_task_line(line, where);
     auto [it, fresh] = line_of.emplace(t.id, line_no);
     DICE_REQUIRE(fresh, where, ": duplicate task id '", t.id, "' (first on line ", it->second, ")");
     tasks.push_back(std::move(t));
-  }
+  });
   return tasks;
 }
 

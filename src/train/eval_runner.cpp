@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -149,20 +148,14 @@ std::map<std::string, std::string> given_responses(const EvalConfig& cfg, const 
       for (int s = 0; s < cfg.samples; ++s) out[sample_key(t.id, s)] = "```python\n" + t.solution + "```\n";
     }
   } else if (!cfg.responses.empty()) {
-    std::ifstream in(cfg.responses);
-    DICE_REQUIRE(in, "cannot read responses file '", cfg.responses, "'");
-    std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    fs::for_each_line(cfg.responses, [&](int lineno, const std::string& line) {
       try {
         auto j = json::parse(line);
         out[sample_key(j.at("task_id").get<std::string>(), j.value("sample_id", 0))] = j.at("response").get<std::string>();
       } catch (const json::exception& e) {
         throw Error(str(cfg.responses, ":", lineno, ": not a {task_id, sample_id?, response} record (", e.what(), ")"));
       }
-    }
+    });
   }
   return out;
 }

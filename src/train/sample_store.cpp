@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "dice/util/error.h"
@@ -44,24 +43,19 @@ std::vector<nlohmann::json> SampleStore::read_all() const {
   std::vector<nlohmann::json> out;
   std::set<std::string> seen;
   for (const auto& f : files()) {
-    std::ifstream in(f);
-    std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (line.empty()) continue;
+    fs::for_each_line(f, [&](int lineno, const std::string& line) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception&) {
         // A record cut short by an interruption: it will be redone.
         log::warn("ignoring an incomplete record at ", f, ":", lineno, " (interrupted write); it will be redone");
-        continue;
+        return;
       }
-      if (!j.contains("task_id") || !j.contains("sample_id")) continue;
+      if (!j.contains("task_id") || !j.contains("sample_id")) return;
       auto key = sample_key(j["task_id"].get<std::string>(), j["sample_id"].get<int>());
       if (seen.insert(key).second) out.push_back(std::move(j));
-    }
+    });
   }
   return out;
 }

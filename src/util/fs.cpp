@@ -26,6 +26,17 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+void for_each_line(const std::string& path, const std::function<void(int, const std::string&)>& fn) {
+  std::ifstream in(path, std::ios::binary);
+  DICE_REQUIRE(in, "cannot read '", path, "': ", std::strerror(errno));
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    fn(lineno, line);
+  }
+}
+
 void write_file(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   DICE_REQUIRE(out, "cannot write '", path, "': ", std::strerror(errno));

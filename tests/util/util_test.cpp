@@ -86,6 +86,19 @@ TEST(Fs, AtomicWriteAndReadBack) {
   EXPECT_THROW(fs::read_file(dir + "/missing"), Error);
 }
 
+TEST(Fs, ForEachLineSkipsBlankLinesAndCountsFromOne) {
+  std::string dir = fs::make_temp_dir("dice_lines_");
+  fs::write_file(dir + "/a.jsonl", "{\"a\": 1}\r\n\n   \n{\"b\": 2}\nlast-without-newline");
+  std::vector<std::pair<int, std::string>> got;
+  fs::for_each_line(dir + "/a.jsonl", [&](int n, const std::string& line) { got.emplace_back(n, line); });
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], std::make_pair(1, std::string("{\"a\": 1}")));
+  EXPECT_EQ(got[1], std::make_pair(4, std::string("{\"b\": 2}")));
+  EXPECT_EQ(got[2], std::make_pair(5, std::string("last-without-newline")));
+  EXPECT_THROW(fs::for_each_line(dir + "/missing.jsonl", [](int, const std::string&) {}), Error);
+  fs::remove_tree(dir);
+}
+
 TEST(Log, IdentityNamesRankAndRole) {
   log::set_identity(3, 4, "actor");
   EXPECT_NE(log::identity().find("[r3 actor "), std::string::npos);

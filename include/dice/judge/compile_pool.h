@@ -96,6 +96,9 @@ class CompilePool {
     double seconds = 0;
   };
   void worker(int index);
+  // A python harness run under `sandbox` (MAX_JOBS and extra_env set, every CPU allowed).
+  proc::SpawnOptions python_options(const SandboxConfig& sandbox, const std::vector<std::string>& args,
+                                    const std::string& scratch, int uid) const;
   CompileResult compile_one(const std::string& path, int index);
   BuildReply ensure_built(const nlohmann::json& request, int index, double deadline);
   BuildReply build_and_publish(const std::string& key, const nlohmann::json& request, int index, double deadline);

@@ -1,10 +1,14 @@
 #pragma once
 // Small file helpers with errors that name the file.
+#include <functional>
 #include <string>
 
 namespace dice::fs {
 
 std::string read_file(const std::string& path);  // throws dice::Error naming the path
+// Calls fn(line number from 1, line) for each non-blank line of a text file (a trailing '\r' is
+// dropped): the loop of every JSONL reader. Throws dice::Error naming the path when unreadable.
+void for_each_line(const std::string& path, const std::function<void(int, const std::string&)>& fn);
 void write_file(const std::string& path, const std::string& data);
 // Writes to path.tmp.<pid> then renames: readers never see a half-written file.
 void write_file_atomic(const std::string& path, const std::string& data);
