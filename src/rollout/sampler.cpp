@@ -23,6 +23,7 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 #include "dice/model/masks.h"
@@ -124,6 +125,7 @@ struct Sampler::Impl {
     g_ids = g_pos = g_logits = torch::Tensor();
 #if DICE_WITH_CUDA_GRAPHS
     graphs.clear();
+    pool = {0, 0};  // a fresh pool for the next captures
 #endif
   }
 
@@ -335,13 +337,13 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
       const auto key = std::make_tuple(nb, sb, commit);
       auto it = I.graphs.find(key);
       if (it == I.graphs.end() && static_cast<int64_t>(I.graphs.size()) < cfg_.max_graphs) {
+        auto stream = c10::cuda::getStreamFromPool(false, I.device.index());
         try {
           if (!I.g_logits.defined())
             I.g_logits = torch::empty({rows, W, I.mc.vocab_size}, torch::TensorOptions().dtype(I.dtype).device(I.device));
           if (I.pool.first == 0 && I.pool.second == 0) I.pool = at::cuda::graph_pool_handle();
           auto g = std::make_unique<Impl::Graph>();
           torch::cuda::synchronize();
-          auto stream = c10::cuda::getStreamFromPool(false, I.device.index());
           {
             c10::cuda::CUDAStreamGuard guard(stream);
             fixed_run(nb, sb, commit, true);  // warm-up (lazy handles); writes what the replay writes
@@ -356,8 +358,19 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
         } catch (const std::exception& e) {
           log::warn("sampler: CUDA graph capture failed, decoding without graphs from now on: ", e.what());
           I.graphs_failed = true;
+          // Leave no stream capturing (a capture that threw half-way), then let the device settle.
+          cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+          if (cudaStreamIsCapturing(stream.stream(), &capturing) == cudaSuccess &&
+              capturing != cudaStreamCaptureStatusNone) {
+            cudaGraph_t dangling = nullptr;
+            if (cudaStreamEndCapture(stream.stream(), &dangling) == cudaSuccess && dangling) cudaGraphDestroy(dangling);
+          }
+          (void)cudaGetLastError();
           I.graphs.clear();
-          torch::cuda::synchronize();
+          try {
+            torch::cuda::synchronize();
+          } catch (const std::exception&) {
+          }
         }
       }
       if (it != I.graphs.end()) {
