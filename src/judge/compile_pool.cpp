@@ -155,6 +155,7 @@ CompilePool::~CompilePool() {
   }
   cv_.notify_all();
   pch_cv_.notify_all();
+  build_cv_.notify_all();
   for (auto& t : threads_) t.join();
   if (pch_thread_.joinable()) pch_thread_.join();  // a PCH build still running is left to finish (stop_)
 }
@@ -322,8 +323,8 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   CompileResult r;
   proc::Subprocess p(opts);
   p.write_stdin(nlohmann::json{{"candidate", path}, {"cache_root", s_.cache_root}}.dump() + "\n");
-  // The candidate's own code gets timeout_s; each build it asks for gets timeout_s more.
-  double deadline = now_s() + s_.timeout_s;
+  // One limit for the candidate's module code and every build it asks for together.
+  const double deadline = now_s() + s_.timeout_s;
   bool build_timeout = false, build_failed = false;
   int requests = 0;
   nlohmann::json status;
@@ -339,14 +340,12 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
     }
     if (!j.contains("event") || j["event"] != "build") continue;
     BuildReply b;
-    double t0 = now_s();
     if (++requests > s_.max_extensions) {
       b.failure = Failure::kCompileError;
       b.log = str("more than ", s_.max_extensions, " load_inline calls in one candidate");
     } else {
-      b = ensure_built(j.contains("request") ? j["request"] : nlohmann::json(), index, t0 + s_.timeout_s);
+      b = ensure_built(j.contains("request") ? j["request"] : nlohmann::json(), index, deadline);
     }
-    deadline += now_s() - t0;
     if (b.failure == Failure::kCompileTimeout) {
       build_timeout = true;
       r.failure = Failure::kCompileTimeout;
@@ -508,9 +507,12 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   std::string so = res.value("so", ""), name = res.value("name", "");
   char real_so[PATH_MAX], real_scratch[PATH_MAX];
   DICE_REQUIRE(realpath(so.c_str(), real_so) && realpath(scratch.path().c_str(), real_scratch) &&
-                   std::string(real_so).rfind(std::string(real_scratch) + "/", 0) == 0 &&
-                   name.rfind("dice_" + key.substr(0, 20) + "_", 0) == 0,
+                   std::string(real_so).rfind(std::string(real_scratch) + "/", 0) == 0,
                "the builder reported an output outside its scratch directory: ", so);
+  DICE_REQUIRE(name.rfind("dice_" + key.substr(0, 20) + "_", 0) == 0 && name.size() <= 64 &&
+                   name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+                       std::string::npos,
+               "the builder reported an unexpected module name: ", name);
   const std::string tmp = str(final_dir, ".tmp.", getpid(), ".", index);
   remove_tree(tmp);
   DICE_REQUIRE(::mkdir(tmp.c_str(), 0700) == 0, "cannot create '", tmp, "': ", std::strerror(errno));
