@@ -172,9 +172,9 @@ def forbidden_flag(norm):
         for flag in norm[field]:
             if not _SAFE_FLAG.match(flag) or "@" in flag:
                 return flag
-            parts = re.split(r"[,\s=]+", flag)
+            parts = [flag] + re.split(r"[,\s=]+", flag)
             if field == "extra_include_paths":
-                parts = [p for p in parts if p.startswith("-")]  # a path is fine, an option is not
+                parts = [p for p in parts[1:] if p.startswith("-")]  # a path is fine, an option is not
                 if parts:
                     return flag
             for part in parts:

@@ -1,0 +1,39 @@
+"""The builder's flag check (ext.forbidden_flag): the flags candidates use pass, and every way we
+know to make the compiler or linker run another program, or a shell run a command, is refused."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "judge", "python"))
+import ext  # noqa: E402
+
+
+def check(field, flags):
+    return ext.forbidden_flag(ext.normalize({field: flags}))
+
+
+ALLOWED = [["-O3"], ["-O3", "--use_fast_math"], ["-Wl,-Bsymbolic"], ["-lcublas"], ["-std=c++17", "-DFOO=1"],
+           ["-fuse-ld=gold"], ["-Xptxas=-v"], ["-arch=sm_90a"], ["-Xcompiler", "-fopenmp"], ["-march=native"]]
+REFUSED = [["-wrapper", "sh"], ["-O3 -wrapper sh,-c,x"], ["-Xcompiler=-B/tmp"], ["-O3;touch x"], ["$(id)"],
+           ["`id`"], ["@main.cpp"], ["-fplugin=/x.so"], ["-ccbin", "/x"], ["-Xcompiler", "-wrapper,/bin/sh"],
+           ["-fuse-ld=/tmp/ld"], ["--ld-path=/x"], ["-Wl,-plugin,/x.so"], ["-B", "/tmp"], ["-O2 | sh"],
+           ["-O2\nsh"], ["--run"], ["-specs=/tmp/s"]]
+
+failed = 0
+for field in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags"):
+    for flags in ALLOWED:
+        if check(field, flags) is not None:
+            print("refused but allowed:", field, flags)
+            failed += 1
+    for flags in REFUSED:
+        if check(field, flags) is None:
+            print("allowed but must be refused:", field, flags)
+            failed += 1
+if check("extra_include_paths", ["/usr/include", "/opt/x/include"]) is not None:
+    print("an include path was refused")
+    failed += 1
+for bad in (["/x -wrapper"], ["-B/tmp"], ["/x;sh"]):
+    if check("extra_include_paths", bad) is None:
+        print("include path allowed but must be refused:", bad)
+        failed += 1
+print("ext flag checks:", "FAIL" if failed else "ok", "(%d failures)" % failed)
+sys.exit(1 if failed else 0)
