@@ -422,5 +422,13 @@ TEST(Sampler, FixedShapeForwardsGiveTheSameTokens) {
     auto got = fixed.generate(prompts);
     for (size_t i = 0; i < prompts.size(); ++i) expect_same(got[i], want[i], strategy + " prompt " + std::to_string(i));
     EXPECT_EQ(fixed.last_stats().graph_replays, 0);  // no CUDA here: the fixed shapes ran eagerly
+    // continuous batching: rows leave and join while the shapes stay bucketed
+    auto many = prompts_of({5, 2, 8, 3, 12, 1, 6});
+    c.max_batch = 3;
+    auto fixed_few = Sampler(m, c).generate(many);
+    c.cuda_graphs = false;
+    auto plain_few = Sampler(m, c).generate(many);
+    for (size_t i = 0; i < many.size(); ++i)
+      expect_same(fixed_few[i], plain_few[i], strategy + " continuous, prompt " + std::to_string(i));
   }
 }
