@@ -50,7 +50,7 @@ void bench_build_variants(const judge::Judge& judge, const std::string& code, nl
   const Variant variants[] = {{"torch/extension.h (load_inline default)", false, false, 2},
                               {"light headers (torch/types.h + pybind)", true, false, 2},
                               {"light headers, MAX_JOBS=1", true, false, 1},
-                              {"light headers from the PCH", true, true, 2}};
+                              {"torch/extension.h from the PCH", true, true, 2}};
   std::string root = fs::make_temp_dir("dice_bench_variants_");
   std::string cand = root + "/cand.py";
   fs::write_file(cand, code);

@@ -92,7 +92,7 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
     CompilePool pool(s);
     pch = pool.wait_for_pch();
     ASSERT_FALSE(pch.empty()) << "g++ did not accept the precompiled header";
-    EXPECT_TRUE(dice::fs::exists(pch + "/dice_light.h.gch"));
+    EXPECT_TRUE(dice::fs::exists(pch + "/dice_full.h.gch"));
     res = pool.compile(path, code);
   }
   ASSERT_EQ(res.failure, Failure::kNone) << res.log_tail;
@@ -100,7 +100,7 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
   EXPECT_EQ(res.builds, 1);
   const std::string entry = s.cache_root + "/" + res.keys[0];
   auto meta = nlohmann::json::parse(dice::fs::read_file(entry + "/meta.json"));
-  EXPECT_EQ(meta.value("header", ""), "light+pch");
+  EXPECT_EQ(meta.value("header", ""), "full+pch");
   // the extension built through the PCH computes the right thing
   dice::proc::SpawnOptions o;
   o.argv = {DICE_PYTHON, "-c",

@@ -2,6 +2,7 @@
 #include "dice/util/subprocess.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,6 +37,31 @@ TEST(Subprocess, CapturesOutputAndExitCode) {
   EXPECT_EQ(r.status.code, 3);
   EXPECT_EQ(r.out, "out\n");
   EXPECT_EQ(r.err, "err\n");
+}
+
+// mpirun pins a rank to one core; children asked to use every CPU (the judge's builds) get them all.
+TEST(Subprocess, AllCpusUndoesTheCallersPinning) {
+  if (dice::proc::cpus_online() < 2 || dice::proc::cpus_allowed() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  cpu_set_t saved, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &saved)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // like mpirun --bind-to core
+  EXPECT_EQ(dice::proc::cpus_allowed(), 1);
+  auto count = [](bool all) {
+    auto o = sh("grep Cpus_allowed_list /proc/self/status");
+    o.all_cpus = all;
+    return dice::proc::run(o, 10).out;
+  };
+  const std::string pinned = count(false), wide = count(true);
+  sched_setaffinity(0, sizeof(saved), &saved);
+  EXPECT_NE(pinned, wide) << pinned;
+  EXPECT_EQ(pinned.find_first_of(",-"), std::string::npos) << pinned;  // one CPU: "Cpus_allowed_list:\t3"
+  EXPECT_NE(wide.find_first_of(",-"), std::string::npos) << wide;      // several: "0-1"
 }
 
 TEST(Subprocess, KeepsOnlyTheTail) {

@@ -43,7 +43,7 @@ struct CompileSettings {
   int slot_offset = 0;       // uid slot of worker 0; builders use the next `workers` slots
   int max_extensions = 8;    // load_inline calls (distinct builds) allowed per candidate
   std::vector<std::string> extra_env;  // e.g. TORCH_CUDA_ARCH_LIST=9.0, ccache PATH
-  // Build the light header as a PCH once per toolchain and cache (in the background from the first
+  // Build torch/extension.h as a PCH once per toolchain and cache (in the background from the first
   // submit(), outside the sandbox: it compiles only the judge's own header); builds started after
   // it is ready use it.
   bool precompiled_header = true;

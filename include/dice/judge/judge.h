@@ -40,7 +40,7 @@ struct JudgeConfig {
   int iters = 10;
   int timing_input_sets = 2;
   bool light_headers = true;          // try torch/types.h + pybind first, fall back to torch/extension.h
-  bool precompiled_header = true;     // light headers from a PCH built once per toolchain and cache_root
+  bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
                                       // (ext.py); only with a cache_root that outlives the judge
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_cuda_cflags;
@@ -71,7 +71,7 @@ struct JudgeConfig {
     v("iters", iters, "timed calls (median)");
     v("timing_input_sets", timing_input_sets, "input sets cycled through while timing");
     v("light_headers", light_headers, "try lighter torch headers first");
-    v("precompiled_header", precompiled_header, "precompile the light headers once per toolchain");
+    v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");
     v("extra_cflags", extra_cflags, "judge-added C++ flags (part of the cache key)");
     v("extra_cuda_cflags", extra_cuda_cflags, "judge-added nvcc flags (part of the cache key)");
     v("max_jobs", max_jobs, "ninja jobs per build");

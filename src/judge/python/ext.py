@@ -21,11 +21,13 @@ options that run other programs, builds in its scratch directory and writes one 
 {"status": "compile_error", "log"}. The judge copies the .so into the cache.
 
 Precompiled header: `python ext.py make-pch CACHE_ROOT TOOLCHAIN [--cuda] [--result FILE]` (run by the
-judge itself, outside the sandbox) builds <cache_root>/pch-<hash>/dice_light.h(.gch/) with the exact
-host-compiler flags torch uses for an extension's .cpp file, checks that g++ accepts it, and reports
-the directory (as JSON, to FILE or stdout).
-Light-header builds then include "dice_light.h" from there: same text, so the same binary, but the
-torch headers are not parsed again (g++ falls back to the text when the PCH does not fit the flags).
+judge itself, outside the sandbox) builds <cache_root>/pch-<hash>/dice_full.h(.gch/) -- the
+torch/extension.h that load_inline puts first in every .cpp -- with the exact host-compiler flags
+torch uses for an extension's .cpp file, checks that g++ accepts it, and reports the directory (as
+JSON, to FILE or stdout). Builds then include "dice_full.h" from there: the same text, so the same
+binary, but neither that header nor a candidate's own #include <torch/extension.h> is parsed again
+(g++ falls back to the text when the PCH does not fit the flags). Without it, builds try the light
+headers first and fall back to the full one.
 """
 import fcntl
 import hashlib
@@ -44,8 +46,8 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-PCH_RECIPE = "dice-pch-2"
-PCH_HEADER = "dice_light.h"
+PCH_RECIPE = "dice-pch-3"
+PCH_HEADER = "dice_full.h"
 LIGHT_HEADER = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>"
 FULL_HEADER = "#include <torch/extension.h>"
 
@@ -189,9 +191,9 @@ def build(norm, key, s, out_dir):
     if bad is not None:
         raise BuildError("compiler option %r is not allowed (it runs or loads another program)" % bad)
     headers = [("light", LIGHT_HEADER), ("full", FULL_HEADER)] if s.light_headers else [("full", FULL_HEADER)]
-    pch = _pch_for(norm, s) if s.light_headers else ""
-    if pch:  # the same text as LIGHT_HEADER, read from its precompiled form
-        headers[0] = ("light+pch", '#include "%s"' % PCH_HEADER)
+    pch = _pch_for(norm, s)
+    if pch:  # FULL_HEADER (load_inline's own prelude) read from its precompiled form: fastest of all
+        headers = [("full+pch", '#include "%s"' % PCH_HEADER)]
     logs = []
     t0 = time.time()
     for tag, header in headers:
@@ -199,7 +201,7 @@ def build(norm, key, s, out_dir):
         bdir = os.path.join(out_dir, tag.replace("+", "_"))
         os.makedirs(bdir)
         srcs = _write_sources(bdir, norm, header)
-        includes = norm["extra_include_paths"] + ([pch] if tag == "light+pch" else [])
+        includes = norm["extra_include_paths"] + ([pch] if tag.endswith("+pch") else [])
         try:
             cppext.load(name, srcs,
                         extra_cflags=norm["extra_cflags"] + s.judge_cflags,
@@ -273,7 +275,7 @@ def _ninja_compile_command(bdir):
 
 def make_pch(cache_root, toolchain, cuda):
     """Builds (once) and returns the PCH directory for this toolchain, or "" when g++ rejects it."""
-    key = hashlib.sha256(json.dumps([PCH_RECIPE, toolchain, bool(cuda), LIGHT_HEADER]).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps([PCH_RECIPE, toolchain, bool(cuda), FULL_HEADER]).encode()).hexdigest()[:24]
     d = os.path.join(cache_root, "pch-" + key)
     ok = os.path.join(d, "ok")
     lock_fd = os.open(d + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -312,7 +314,7 @@ def _build_pch(d, key, cuda):
         name = "dice_pch_probe_%s" % key[:12]
         srcs = [os.path.join(tmp, "main.cpp")]
         with open(srcs[0], "w") as fh:
-            fh.write(LIGHT_HEADER + "\nint dice_probe() { return 1; }\n"
+            fh.write(FULL_HEADER + "\nint dice_probe() { return 1; }\n"
                      "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"probe\", &dice_probe); }\n")
         if cuda:
             srcs.append(os.path.join(tmp, "probe.cu"))
@@ -321,7 +323,7 @@ def _build_pch(d, key, cuda):
         cppext.load(name, srcs, build_directory=tmp, verbose=False, with_cuda=bool(cuda), is_python_module=True)
         cxx, cflags, post = _ninja_compile_command(tmp)
         with open(os.path.join(d, PCH_HEADER), "w") as fh:
-            fh.write(LIGHT_HEADER + "\n")
+            fh.write(FULL_HEADER + "\n")
         # A .gch directory: g++ takes the first file in it that fits the flags. One unoptimised (the
         # load_inline default) and one -O2, which g++ also accepts under -O1 and -O3 (candidates
         # often pass extra_cflags=["-O3"]; -Os and -march=... fall back to the header text).
