@@ -141,7 +141,7 @@ std::string extension_key(const CompileSettings& s, const nlohmann::json& reques
 
 CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {
   DICE_REQUIRE(s_.workers >= 1, "judge.compile_workers must be at least 1, got ", s_.workers);
-  pch_done_ = !(s_.light_headers && s_.precompiled_header);  // else started by the first submit()
+  pch_done_ = !s_.precompiled_header;  // else started by the first submit()
   if (proc::cpus_allowed() < proc::cpus_online())
     log::info("judge: this process is pinned to ", proc::cpus_allowed(), " of ", proc::cpus_online(),
               " CPUs (mpirun/srun binding); builds run on all CPUs the machine allows");

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Kernel judge on the GPU node: CUDA versions of the honest / mutation / hostile checks, then
-# `dice bench judge` (24 CUDA candidates = 8 built-in tasks' solutions x 3 duplicates, as RL groups
+# `dice bench judge` (32 CUDA candidates = 16 built-in tasks' solutions x 2 duplicates, as RL groups
 # produce) against a KernelBench-style one-by-one evaluation on the same candidates.
 #
 # usage (repo root, project built in build-gpu/):  OUT=/path tools/gpu/judge.sh [cases|bench|all]
 #   cases  ~4 min: 15 checked candidates (honest, duplicates, 11 mutants) + 11 hostile ones
-#   bench  ~5 min: judge on 24 candidates (cold cache, precompiled header made first) + the
+#   bench  ~5 min: judge on 32 candidates (cold cache, precompiled header made first) + the
 #          one-by-one baseline on JUDGE_BASELINE of them (default 2: each costs a full ~50 s build)
 #          + agreement of verdicts
 #   JUDGE_SETS="k=v ..." adds --set overrides to every judge run.
@@ -47,7 +47,7 @@ if [[ $PHASE == bench || $PHASE == all ]]; then
   [[ ${JUDGE_VARIANTS:-0} == 1 ]] && extra+=(--build-variants)
   # a fresh cache: every candidate builds cold; the precompiled header is made once before timing
   bcache=$(mktemp -d /tmp/dice-bench-judge-cache.XXXXXX); chmod 755 "$bcache"
-  "$DICE" bench judge --n-tasks "${JUDGE_TASKS:-8}" --dup "${JUDGE_DUP:-3}" --baseline "${JUDGE_BASELINE:-2}" \
+  "$DICE" bench judge --n-tasks "${JUDGE_TASKS:-16}" --dup "${JUDGE_DUP:-2}" --baseline "${JUDGE_BASELINE:-2}" \
     "${common[@]}" --set "cache_root=$bcache" --out "$OUT/bench_judge.json" "${extra[@]}" 2>&1 | tee "$OUT/bench_judge.txt"
   rc=$(( rc | ${PIPESTATUS[0]} ))
 fi

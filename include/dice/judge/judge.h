@@ -39,7 +39,7 @@ struct JudgeConfig {
   int warmup = 3;
   int iters = 10;
   int timing_input_sets = 2;
-  bool light_headers = true;          // try torch/types.h + pybind first, fall back to torch/extension.h
+  bool light_headers = true;          // no PCH ready: try torch/types.h + pybind first, then torch/extension.h
   bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
                                       // (ext.py); only with a cache_root that outlives the judge
   std::vector<std::string> extra_cflags;
@@ -70,7 +70,7 @@ struct JudgeConfig {
     v("warmup", warmup, "warm-up calls before timing");
     v("iters", iters, "timed calls (median)");
     v("timing_input_sets", timing_input_sets, "input sets cycled through while timing");
-    v("light_headers", light_headers, "try lighter torch headers first");
+    v("light_headers", light_headers, "without a precompiled header: try lighter torch headers first");
     v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");
     v("extra_cflags", extra_cflags, "judge-added C++ flags (part of the cache key)");
     v("extra_cuda_cflags", extra_cuda_cflags, "judge-added nvcc flags (part of the cache key)");
