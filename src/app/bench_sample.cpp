@@ -291,44 +291,34 @@ void run_greedy_check(const SampleBenchArgs& a) {
                         "/prompts.json --max-new ", max_new, " --dtype float32 --out ", dir, "/peer.json 2>&1");
   run_capture(cmd);
   auto peer = nlohmann::json::parse(fs::read_file(dir + "/peer.json"));
-  int64_t equal_tokens = 0, total = 0;
-  bool all_equal = true;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    auto want = peer["responses"][i].get<std::vector<int64_t>>();
-    auto want_steps = peer["step_maps"][i].get<std::vector<int64_t>>();
-    const auto& got = recs[i].response_ids;
-    size_t first_diff = std::min(want.size(), got.size());
-    for (size_t j = 0; j < std::min(want.size(), got.size()); ++j)
-      if (want[j] != got[j]) {
-        first_diff = j;
-        break;
-      }
-    for (size_t j = 0; j < std::min(want.size(), got.size()); ++j) equal_tokens += want[j] == got[j];
-    total += static_cast<int64_t>(want.size());
-    const bool eq = want == got && want_steps == recs[i].step_map;
-    all_equal = all_equal && eq;
-    std::printf("greedy prompt %zu (len %zu): %s  tokens %zu/%zu, first difference at %zu, step maps %s\n", i,
-                prompts[i].size(), eq ? "EQUAL" : "DIFFERENT", got.size(), want.size(), first_diff,
-                want_steps == recs[i].step_map ? "equal" : "different");
-  }
-  std::printf("greedy-equality %s: %ld of %ld tokens equal (dice batch of %zu vs peer [%s] one by one, %s fp32)\n",
-              all_equal ? "PASS" : "FAIL", static_cast<long>(equal_tokens), static_cast<long>(total), prompts.size(),
-              peer["impl"].get<std::string>().c_str(), shape.c_str());
-  if (!graph_recs.empty()) {
-    int64_t same = 0, n = 0;
-    bool graphs_equal = true;
+  // Tokens and step maps of one set of dice records against the peer's; prints a line per prompt.
+  auto compare = [&](const std::vector<rollout::SampleRecord>& got_recs, const std::string& what) {
+    int64_t equal_tokens = 0, total = 0;
+    bool all_equal = true;
     for (size_t i = 0; i < prompts.size(); ++i) {
       auto want = peer["responses"][i].get<std::vector<int64_t>>();
       auto want_steps = peer["step_maps"][i].get<std::vector<int64_t>>();
-      const auto& got = graph_recs[i].response_ids;
-      for (size_t j = 0; j < std::min(want.size(), got.size()); ++j) same += want[j] == got[j];
-      n += static_cast<int64_t>(want.size());
-      graphs_equal = graphs_equal && want == got && want_steps == graph_recs[i].step_map;
+      const auto& got = got_recs[i].response_ids;
+      const size_t common = std::min(want.size(), got.size());
+      size_t first_diff = common;
+      for (size_t j = 0; j < common; ++j) {
+        if (want[j] == got[j]) ++equal_tokens;
+        else if (first_diff == common) first_diff = j;
+      }
+      total += static_cast<int64_t>(want.size());
+      const bool eq = want == got && want_steps == got_recs[i].step_map;
+      all_equal = all_equal && eq;
+      std::printf("greedy%s prompt %zu (len %zu): %s  tokens %zu/%zu, first difference at %zu, step maps %s\n",
+                  what.c_str(), i, prompts[i].size(), eq ? "EQUAL" : "DIFFERENT", got.size(), want.size(), first_diff,
+                  want_steps == got_recs[i].step_map ? "equal" : "different");
     }
-    std::printf("greedy-equality with CUDA graphs %s: %ld of %ld tokens equal\n", graphs_equal ? "PASS" : "FAIL",
-                static_cast<long>(same), static_cast<long>(n));
-    all_equal = all_equal && graphs_equal;
-  }
+    std::printf("greedy-equality%s %s: %ld of %ld tokens equal (dice batch of %zu vs peer [%s] one by one, %s fp32)\n",
+                what.c_str(), all_equal ? "PASS" : "FAIL", static_cast<long>(equal_tokens), static_cast<long>(total),
+                prompts.size(), peer["impl"].get<std::string>().c_str(), shape.c_str());
+    return all_equal;
+  };
+  bool all_equal = compare(recs, "");
+  if (!graph_recs.empty()) all_equal = compare(graph_recs, " with CUDA graphs") && all_equal;
   DICE_REQUIRE(all_equal, "dice's greedy tokens differ from the peer's (see above).");
 }
 

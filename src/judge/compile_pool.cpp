@@ -128,15 +128,21 @@ proc::SpawnOptions CompilePool::python_options(const SandboxConfig& sandbox, con
   return opts;
 }
 
-std::string extension_key(const CompileSettings& s, const nlohmann::json& request) {
+namespace {
+std::string key_of_canonical(const CompileSettings& s, const nlohmann::json& canonical) {
   hash::Sha256 h;
   h.update("dice-ext-2\x1f");
   h.update(s.toolchain);
   for (const auto& f : s.extra_cflags) h.update("\x1e" + f);
   for (const auto& f : s.extra_cuda_cflags) h.update("\x1d" + f);
   h.update("\x1f");
-  h.update(canonical_request(request).dump());
+  h.update(canonical.dump());
   return h.hex_digest();
+}
+}  // namespace
+
+std::string extension_key(const CompileSettings& s, const nlohmann::json& request) {
+  return key_of_canonical(s, canonical_request(request));
 }
 
 CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {
@@ -227,9 +233,13 @@ CompileResult CompilePool::compile(const std::string& candidate_path, const std:
   return res;
 }
 
+void CompilePool::start_pch_locked() {
+  if (!pch_done_ && !pch_thread_.joinable()) pch_thread_ = std::thread([this] { build_pch(); });
+}
+
 std::string CompilePool::wait_for_pch() {
   std::unique_lock<std::mutex> lk(mu_);
-  if (!pch_done_ && !pch_thread_.joinable()) pch_thread_ = std::thread([this] { build_pch(); });
+  start_pch_locked();
   pch_cv_.wait(lk, [&] { return pch_done_; });
   return pch_dir_;
 }
@@ -250,7 +260,7 @@ void CompilePool::submit(const std::string& candidate_path, const std::string& c
   CompileResult ready;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!pch_done_ && !pch_thread_.joinable()) pch_thread_ = std::thread([this] { build_pch(); });
+    start_pch_locked();
     auto it = jobs_.find(key);
     if (it == jobs_.end()) {
       auto job = std::make_shared<Job>();
@@ -395,7 +405,7 @@ CompilePool::BuildReply CompilePool::ensure_built(const nlohmann::json& request,
   nlohmann::json req;
   try {
     req = canonical_request(request);
-    b.key = extension_key(s_, req);
+    b.key = key_of_canonical(s_, req);
   } catch (const std::exception& e) {
     b.failure = Failure::kCompileError;
     b.log = str("malformed build request: ", e.what());

@@ -113,6 +113,7 @@ class CompilePool {
   bool stop_ = false;
   std::vector<std::thread> threads_;
   void build_pch();
+  void start_pch_locked();  // starts build_pch() once, unless done (caller holds mu_)
   std::condition_variable pch_cv_;  // separate from cv_: a notify_one meant for a worker must not land here
   bool pch_done_ = false;
   std::string pch_dir_;    // guarded by mu_

@@ -186,14 +186,17 @@ def forbidden_flag(norm):
 
 
 def build(norm, key, s, out_dir):
-    """Builds one extension in out_dir (light headers first, then the full header); returns its meta."""
+    """Builds one extension in out_dir (from the PCH; else light headers first, then the full header)."""
     bad = forbidden_flag(norm)
     if bad is not None:
         raise BuildError("compiler option %r is not allowed (it runs or loads another program)" % bad)
-    headers = [("light", LIGHT_HEADER), ("full", FULL_HEADER)] if s.light_headers else [("full", FULL_HEADER)]
     pch = _pch_for(norm, s)
     if pch:  # FULL_HEADER (load_inline's own prelude) read from its precompiled form: fastest of all
         headers = [("full+pch", '#include "%s"' % PCH_HEADER)]
+    elif s.light_headers:
+        headers = [("light", LIGHT_HEADER), ("full", FULL_HEADER)]
+    else:
+        headers = [("full", FULL_HEADER)]
     logs = []
     t0 = time.time()
     for tag, header in headers:
