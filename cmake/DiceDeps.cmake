@@ -30,29 +30,6 @@ target_compile_options(dice_torch INTERFACE ${_torch_flags})
 target_link_libraries(dice_torch INTERFACE ${TORCH_LIBRARIES})
 if(DICE_TORCH_CUDA)
   target_compile_definitions(dice_torch INTERFACE DICE_WITH_CUDA=1)
-  # CUDA graphs for the sampler's decode forward: only when LibTorch's CUDA headers compile and
-  # link here (a build without them decodes eagerly).
-  include(CheckCXXSourceCompiles)
-  set(CMAKE_REQUIRED_LIBRARIES ${TORCH_LIBRARIES})
-  set(CMAKE_REQUIRED_FLAGS "-std=c++17 ${TORCH_CXX_FLAGS}")
-  check_cxx_source_compiles([=[
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-int main() {
-  at::cuda::CUDAGraph g;
-  auto pool = at::cuda::graph_pool_handle();
-  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool(false, 0));
-  (void)pool;
-  return 0;
-}
-]=] DICE_HAVE_CUDA_GRAPHS)
-  unset(CMAKE_REQUIRED_LIBRARIES)
-  unset(CMAKE_REQUIRED_FLAGS)
-  if(DICE_HAVE_CUDA_GRAPHS)
-    target_compile_definitions(dice_torch INTERFACE DICE_WITH_CUDA_GRAPHS=1)
-  endif()
-  message(STATUS "dice: CUDA graphs for the sampler: ${DICE_HAVE_CUDA_GRAPHS}")
 endif()
 
 find_package(MPI REQUIRED COMPONENTS CXX)

@@ -19,6 +19,16 @@
 #include <map>
 #include <tuple>
 
+// CUDA graphs come with every CUDA LibTorch; a CPU LibTorch decodes eagerly.
+#if defined(DICE_WITH_CUDA) && DICE_WITH_CUDA && defined(__has_include)
+#if __has_include(<ATen/cuda/CUDAGraph.h>)
+#define DICE_WITH_CUDA_GRAPHS 1
+#endif
+#endif
+#ifndef DICE_WITH_CUDA_GRAPHS
+#define DICE_WITH_CUDA_GRAPHS 0
+#endif
+
 #if DICE_WITH_CUDA_GRAPHS
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -378,6 +388,12 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
         ++stats_.graph_replays;
         return it->second->out;
       }
+    }
+#else
+    static bool warned = false;
+    if (I.device.is_cuda() && !warned) {
+      warned = true;
+      log::warn("sampler: cuda_graphs is set but this build has no CUDA graphs; fixed-shape forwards run eagerly");
     }
 #endif
     return fixed_run(nb, sb, commit, false);
