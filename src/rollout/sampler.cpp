@@ -118,21 +118,24 @@ struct Sampler::Impl {
   torch::Tensor iota_W;      // int64 [W]
   std::vector<Slot> slots;   // host mirror, size n
 
-  // cuda_graphs: static inputs (all cache rows) and the logits every captured forward writes.
-  torch::Tensor g_ids;     // int64 [S, W]
-  torch::Tensor g_pos;     // int64 [S]
-  torch::Tensor g_logits;  // [S, W, V] model dtype (GPU only)
+  // cuda_graphs: the whole decode state in fixed buffers of all S cache rows, updated in place by
+  // every fixed-shape step (rows past the active ones are inert padding). While the state lives
+  // there, st / pos / ... above are views of their first n rows.
+  struct Resident {
+    BlockState st;
+    torch::Tensor pos, seq_id, prompt_len, active, seq_tokens, seq_steps, seq_logp;
+  };
+  Resident g;
 #if DICE_WITH_CUDA_GRAPHS
   struct Graph {
     at::cuda::CUDAGraph graph;
-    torch::Tensor out;
   };
   std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<Graph>> graphs;  // (rows, span, commit)
   decltype(at::cuda::graph_pool_handle()) pool{0, 0};
   bool graphs_failed = false;
 #endif
   void drop_graphs() {
-    g_ids = g_pos = g_logits = torch::Tensor();
+    g = Resident{};
 #if DICE_WITH_CUDA_GRAPHS
     graphs.clear();
     pool = {0, 0};  // a fresh pool for the next captures
@@ -224,9 +227,11 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
   const int64_t first_block_steps = std::min(cfg_.steps, W);  // static: steps of a fully masked block
 
   // Phase timing (time_phases): wait for the device, then read the clock.
+  // With cuda_graphs a replayed step is one phase (model_s); its first, eager run is split.
   const bool timed = cfg_.time_phases;
+  bool in_capture = false;  // nothing may wait for the device while a graph is being recorded
   auto mark = [&]() {
-    if (timed && I.device.is_cuda()) torch::cuda::synchronize();
+    if (timed && I.device.is_cuda() && !in_capture) torch::cuda::synchronize();
     return wall.elapsed_s();
   };
 
@@ -313,59 +318,152 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     stats_.prefill_s += t.elapsed_s();
   };
 
-  // ---- cuda_graphs: the decode forward of rows [0, nb) over `sb` key slots, fixed shape ----
-  auto fixed_run = [&](int64_t nb, int64_t sb, bool commit, bool into_static) {
-    auto pos = I.g_pos.narrow(0, 0, nb);
+  // ---- after a forward: draw, unmask, commit finished blocks, start the next ones ----
+  // Works on whichever tensors it is given (the live state, or the resident buffers' first rows);
+  // reads nothing back to the host, so it can be captured in a CUDA graph with the forward.
+  auto update = [&](BlockState& st, torch::Tensor& pos, torch::Tensor& active, torch::Tensor& seq_tokens,
+                    torch::Tensor& seq_steps, torch::Tensor& seq_logp, const torch::Tensor& seq_id,
+                    const torch::Tensor& prompt_len, const torch::Tensor& logits, double& t_draw) {
+    auto committing = active & st.masked.any(1).logical_not();
+    if (logits.defined()) {
+      auto u = uniform_noise(cfg_.seed, seq_id, st.global_step, W);
+      auto d = draw_tokens(logits, u, I.sp, cfg_.record_logprobs);
+      apply_step(st, d, active, cfg_.steps, I.strategy, cfg_.threshold);
+      if (timed) t_draw = mark();
+    }
+    // Commit: record the final block, decide whether the row is finished, else start the next block.
+    auto cols = pos.unsqueeze(1) + I.iota_W;  // [n, W]
+    auto c1 = committing.unsqueeze(1);
+    seq_tokens.scatter_(1, cols, torch::where(c1, st.tokens, seq_tokens.gather(1, cols)));
+    seq_steps.scatter_(1, cols, torch::where(c1, st.unmask_step, seq_steps.gather(1, cols)));
+    if (cfg_.record_logprobs) seq_logp.scatter_(1, cols, torch::where(c1, st.logprob, seq_logp.gather(1, cols)));
+    auto limit = prompt_len + cfg_.max_new_tokens;  // [n]
+    auto generated = (cols >= prompt_len.unsqueeze(1)) & (cols < limit.unsqueeze(1));
+    auto stop = (torch::isin(st.tokens, I.stop_ids) & generated).any(1);
+    auto finished = committing & (stop | (pos + W >= limit));
+    auto advance = committing & finished.logical_not();
+    active = active & finished.logical_not();
+    pos = pos + advance.to(torch::kInt64) * W;
+    auto a1 = advance.unsqueeze(1);
+    st.tokens = torch::where(a1, torch::full_like(st.tokens, mask_id), st.tokens);
+    st.masked = st.masked | a1;
+    st.n_masked_init = torch::where(advance, torch::full_like(st.n_masked_init, W), st.n_masked_init);
+    st.step_in_block = torch::where(advance, torch::zeros_like(st.step_in_block), st.step_in_block);
+    st.unmask_step = torch::where(a1, torch::full_like(st.unmask_step, -1), st.unmask_step);
+    st.logprob = torch::where(a1, torch::zeros_like(st.logprob), st.logprob);
+  };
+
+  // ---- cuda_graphs: the state moves into the resident buffers once per admit / retire ----
+  auto fields = [](BlockState& st, torch::Tensor& pos, torch::Tensor& seq_id, torch::Tensor& prompt_len,
+                   torch::Tensor& active, torch::Tensor& seq_tokens, torch::Tensor& seq_steps, torch::Tensor& seq_logp) {
+    return std::vector<torch::Tensor*>{&st.tokens,      &st.masked, &st.n_masked_init, &st.step_in_block,
+                                       &st.global_step, &st.unmask_step, &st.logprob,   &pos,
+                                       &seq_id,         &prompt_len,  &active,         &seq_tokens,
+                                       &seq_steps,      &seq_logp};
+  };
+  auto resident_fields = [&]() {
+    auto& R = I.g;
+    return fields(R.st, R.pos, R.seq_id, R.prompt_len, R.active, R.seq_tokens, R.seq_steps, R.seq_logp);
+  };
+  auto live_fields = [&]() {
+    return fields(I.st, I.pos, I.seq_id, I.prompt_len, I.active, I.seq_tokens, I.seq_steps, I.seq_logp);
+  };
+  auto make_resident = [&](int64_t n) {
+    auto& R = I.g;
+    if (!R.pos.defined()) {
+      R.st = BlockState::empty(rows, W, mask_id, I.device);
+      R.pos = torch::zeros({rows}, i64);
+      R.seq_id = torch::zeros({rows}, i64);
+      R.prompt_len = torch::zeros({rows}, i64);
+      R.active = torch::zeros({rows}, i64.dtype(torch::kBool));
+      R.seq_tokens = torch::zeros({rows, T}, i64);
+      R.seq_steps = torch::full({rows, T}, -1, i64);
+      R.seq_logp = torch::zeros({rows, T}, i64.dtype(torch::kFloat32));
+    }
+    auto live = live_fields();
+    auto res = resident_fields();
+    if (live[0]->data_ptr() == res[0]->data_ptr() && live[0]->size(0) == n) return;  // already there
+    for (size_t f = 0; f < live.size(); ++f) {
+      res[f]->narrow(0, 0, n).copy_(*live[f]);
+      *live[f] = res[f]->narrow(0, 0, n);
+    }
+    // Inert padding: inactive, no masks, position 0 (their forwards write only free cache rows).
+    if (n < rows) {
+      R.st.tokens.narrow(0, n, rows - n).fill_(mask_id);
+      R.st.masked.narrow(0, n, rows - n).fill_(false);
+      R.active.narrow(0, n, rows - n).fill_(false);
+      R.pos.narrow(0, n, rows - n).zero_();
+      R.prompt_len.narrow(0, n, rows - n).zero_();
+    }
+  };
+  // One fixed-shape step of the resident rows [0, nb): forward over `sb` key slots, then update,
+  // written back in place. Captured as a CUDA graph per (nb, sb, commit) on a GPU.
+  auto fixed_step = [&](int64_t nb, int64_t sb, bool commit, double& t_model, double& t_draw) {
+    auto res = resident_fields();
+    std::vector<torch::Tensor> v;
+    for (auto* t : res) v.push_back(t->narrow(0, 0, nb));
+    BlockState st{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+    auto pos = v[7], active = v[10], seq_tokens = v[11], seq_steps = v[12], seq_logp = v[13];
     auto view = cache_rows(*I.cache, I.mc, 0, nb, I.dtype);
     model::ForwardArgs fa;
-    fa.ids = I.g_ids.narrow(0, 0, nb);
+    fa.ids = st.tokens;
     fa.positions = pos.unsqueeze(1) + I.iota_W;
     fa.mask = model::decode_mask(pos, W, sb);
     fa.cache = view.get();
     fa.kv_span = sb;
-    if (commit) return model_->hidden(fa);
-    auto logits = model_->forward(fa);
-    if (!into_static) return logits;
-    auto dst = I.g_logits.narrow(0, 0, nb);
-    dst.copy_(logits);  // one buffer for every graph: their own outputs are freed inside the pool
-    return dst;
+    torch::Tensor logits;
+    if (commit) model_->hidden(fa);
+    else logits = model_->forward(fa);
+    if (timed) t_model = t_draw = mark();
+    update(st, pos, active, seq_tokens, seq_steps, seq_logp, v[8], v[9], logits, t_draw);
+    // seq_tokens / seq_steps / seq_logp were updated in place (scatter_); the rest are new tensors.
+    const std::vector<torch::Tensor> outs{st.tokens,      st.masked,      st.n_masked_init, st.step_in_block,
+                                          st.global_step, st.unmask_step, st.logprob,       pos,
+                                          v[8],           v[9],           active};
+    for (size_t f = 0; f < outs.size(); ++f)
+      if (outs[f].data_ptr() != v[f].data_ptr()) v[f].copy_(outs[f]);
   };
-  auto fixed_forward = [&](int64_t n, int64_t sb, bool commit) -> torch::Tensor {
+  auto graph_step = [&](int64_t n, int64_t sb, bool commit, double& t_model, double& t_draw) {
     const int64_t nb = graph_rows(n, rows);
-    if (!I.g_ids.defined()) {
-      I.g_ids = torch::full({rows, W}, mask_id, i64);
-      I.g_pos = torch::zeros({rows}, i64);
-    }
-    I.g_ids.narrow(0, 0, n).copy_(I.st.tokens);
-    I.g_pos.narrow(0, 0, n).copy_(I.pos);
-    if (nb > n) {  // padding rows: free cache rows, mask tokens at position 0
-      I.g_ids.narrow(0, n, nb - n).fill_(mask_id);
-      I.g_pos.narrow(0, n, nb - n).zero_();
-    }
+    make_resident(n);
 #if DICE_WITH_CUDA_GRAPHS
     if (I.device.is_cuda() && !I.graphs_failed) {
       const auto key = std::make_tuple(nb, sb, commit);
       auto it = I.graphs.find(key);
-      if (it == I.graphs.end() && static_cast<int64_t>(I.graphs.size()) < cfg_.max_graphs) {
+      if (it != I.graphs.end()) {
+        it->second->graph.replay();
+        ++stats_.graph_replays;
+        if (timed) t_model = t_draw = mark();
+        return;
+      }
+      if (static_cast<int64_t>(I.graphs.size()) < cfg_.max_graphs) {
+        // First time for this shape: run the step for real (which also warms up lazy handles),
+        // then record it; capturing runs nothing, so the state is not stepped twice.
         auto stream = c10::cuda::getStreamFromPool(false, I.device.index());
+        torch::cuda::synchronize();
+        {
+          c10::cuda::CUDAStreamGuard guard(stream);
+          fixed_step(nb, sb, commit, t_model, t_draw);  // this step, for real
+        }
+        torch::cuda::synchronize();
         try {
-          if (!I.g_logits.defined())
-            I.g_logits = torch::empty({rows, W, I.mc.vocab_size}, torch::TensorOptions().dtype(I.dtype).device(I.device));
           if (I.pool.first == 0 && I.pool.second == 0) I.pool = at::cuda::graph_pool_handle();
           auto g = std::make_unique<Impl::Graph>();
-          torch::cuda::synchronize();
           {
             c10::cuda::CUDAStreamGuard guard(stream);
-            fixed_run(nb, sb, commit, true);  // warm-up (lazy handles); writes what the replay writes
-            stream.synchronize();
+            double unused = 0;
             g->graph.capture_begin(I.pool);
-            g->out = fixed_run(nb, sb, commit, true);
+            in_capture = true;
+            fixed_step(nb, sb, commit, unused, unused);
+            in_capture = false;
             g->graph.capture_end();
           }
           torch::cuda::synchronize();
-          it = I.graphs.emplace(key, std::move(g)).first;
+          I.graphs.emplace(key, std::move(g));
           ++stats_.graphs_captured;
+          return;
         } catch (const std::exception& e) {
+          in_capture = false;
           log::warn("sampler: CUDA graph capture failed, decoding without graphs from now on: ", e.what());
           I.graphs_failed = true;
           // Leave no stream capturing (a capture that threw half-way), then let the device settle.
@@ -381,25 +479,21 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
             torch::cuda::synchronize();
           } catch (const std::exception&) {
           }
+          return;  // the step itself ran before the capture started
         }
-      }
-      if (it != I.graphs.end()) {
-        it->second->graph.replay();
-        ++stats_.graph_replays;
-        return it->second->out;
       }
     }
 #else
     static bool warned = false;
     if (I.device.is_cuda() && !warned) {
       warned = true;
-      log::warn("sampler: cuda_graphs is set but this build has no CUDA graphs; fixed-shape forwards run eagerly");
+      log::warn("sampler: cuda_graphs is set but this build has no CUDA graphs; fixed-shape steps run eagerly");
     }
 #endif
-    return fixed_run(nb, sb, commit, false);
+    fixed_step(nb, sb, commit, t_model, t_draw);
   };
 
-  // ---- one decode forward of all active rows ----
+  // ---- one decode step of all active rows ----
   auto forward_step = [&]() {
     const double t0 = timed ? mark() : 0;
     double t1 = t0, t2 = t0;
@@ -423,12 +517,9 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     // row commits needs no logits and no draw.
     bool all_commit = exact_mirror;
     for (const auto& s : I.slots) all_commit = all_commit && s.phase == s.needed;
-    auto committing = I.active & I.st.masked.any(1).logical_not();
     ++stats_.forwards;
-    torch::Tensor logits;  // [n, W, V]
-    if (cfg_.cuda_graphs) {  // the same forward in a fixed shape (see sampler.h)
-      auto out = fixed_forward(n, graph_span(span, cfg_.graph_span_step, T), all_commit);
-      if (!all_commit) logits = out.narrow(0, 0, n);
+    if (cfg_.cuda_graphs) {  // the same step in a fixed shape (see sampler.h)
+      graph_step(n, graph_span(span, cfg_.graph_span_step, T), all_commit, t1, t2);
     } else {
       auto view = cache_rows(*I.cache, I.mc, 0, n, I.dtype);
       model::ForwardArgs fa;
@@ -437,37 +528,12 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
       if (!same) fa.mask = model::decode_mask(I.pos, W, span);  // all rows aligned: no mask needed
       fa.cache = view.get();
       fa.kv_span = span;
+      torch::Tensor logits;  // [n, W, V]
       if (all_commit) model_->hidden(fa);
       else logits = model_->forward(fa);
+      if (timed) t1 = t2 = mark();
+      update(I.st, I.pos, I.active, I.seq_tokens, I.seq_steps, I.seq_logp, I.seq_id, I.prompt_len, logits, t2);
     }
-    if (timed) t1 = t2 = mark();
-    if (!all_commit) {
-      auto u = uniform_noise(cfg_.seed, I.seq_id, I.st.global_step, W);
-      auto d = draw_tokens(logits, u, I.sp, cfg_.record_logprobs);
-      apply_step(I.st, d, I.active, cfg_.steps, I.strategy, cfg_.threshold);
-      if (timed) t2 = mark();
-    }
-
-    // Commit: record the final block, decide whether the row is finished, else start the next block.
-    auto cols = I.pos.unsqueeze(1) + I.iota_W;                   // [n, W]
-    auto c1 = committing.unsqueeze(1);
-    I.seq_tokens.scatter_(1, cols, torch::where(c1, I.st.tokens, I.seq_tokens.gather(1, cols)));
-    I.seq_steps.scatter_(1, cols, torch::where(c1, I.st.unmask_step, I.seq_steps.gather(1, cols)));
-    if (cfg_.record_logprobs) I.seq_logp.scatter_(1, cols, torch::where(c1, I.st.logprob, I.seq_logp.gather(1, cols)));
-    auto limit = I.prompt_len + cfg_.max_new_tokens;              // [n]
-    auto generated = (cols >= I.prompt_len.unsqueeze(1)) & (cols < limit.unsqueeze(1));
-    auto stop = (torch::isin(I.st.tokens, I.stop_ids) & generated).any(1);
-    auto finished = committing & (stop | (I.pos + W >= limit));
-    auto advance = committing & finished.logical_not();
-    I.active = I.active & finished.logical_not();
-    I.pos = I.pos + advance.to(torch::kInt64) * W;
-    auto a1 = advance.unsqueeze(1);
-    I.st.tokens = torch::where(a1, torch::full_like(I.st.tokens, mask_id), I.st.tokens);
-    I.st.masked = I.st.masked | a1;
-    I.st.n_masked_init = torch::where(advance, torch::full_like(I.st.n_masked_init, W), I.st.n_masked_init);
-    I.st.step_in_block = torch::where(advance, torch::zeros_like(I.st.step_in_block), I.st.step_in_block);
-    I.st.unmask_step = torch::where(a1, torch::full_like(I.st.unmask_step, -1), I.st.unmask_step);
-    I.st.logprob = torch::where(a1, torch::zeros_like(I.st.logprob), I.st.logprob);
 
     if (timed) {
       stats_.model_s += t1 - t0;

@@ -24,12 +24,14 @@
 //    calls; release() frees it. A request that cannot fit is a dice::Error, not an OOM.
 //  - Prompts beyond max_batch wait and join the batch as others finish (continuous batching);
 //    finished rows leave the batch at the next check (every `check_every` forwards).
-//  - cuda_graphs: every decode forward gets a fixed shape: rows rounded up to a bucket (padding
-//    rows are free cache rows, fed mask tokens at position 0), the key span rounded up to a
-//    multiple of graph_span_step (keys past a row's block are masked), always with a mask. On a
-//    GPU each (rows, span, commit-only) shape is captured once as a CUDA graph and replayed (the
-//    forward's ~50 kernel launches per layer cost one launch); weights updated in place
-//    (load_weights) keep the graphs valid. On the CPU the same fixed shapes run eagerly.
+//  - cuda_graphs: every decode step gets a fixed shape: rows rounded up to a bucket (padding
+//    rows are inert: inactive, free cache rows, mask tokens at position 0), the key span rounded
+//    up to a multiple of graph_span_step (keys past a row's block are masked), always with a
+//    mask. The decode state lives in fixed buffers of all cache rows between admissions and
+//    retirements. On a GPU each (rows, span, commit-only) shape is captured once as one CUDA
+//    graph of the whole step (forward, draw, unmasking, block bookkeeping: one launch) and
+//    replayed; weights updated in place (load_weights) keep the graphs
+//    valid. On the CPU the same fixed-shape steps run eagerly.
 #include <torch/types.h>
 
 #include <cstdint>
