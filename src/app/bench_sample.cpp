@@ -274,6 +274,7 @@ void run_greedy_check(const SampleBenchArgs& a) {
   c.stop_ids = {};
   c.max_batch = static_cast<int64_t>(prompts.size());
   c.max_len = 130 + max_new + 8;
+  c.cuda_graphs = false;  // the plain path first; the graph path below
   rollout::Sampler s(m, c);
   auto recs = s.generate(prompts);
   std::vector<rollout::SampleRecord> graph_recs;

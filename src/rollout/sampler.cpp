@@ -224,6 +224,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
   const int64_t rows = I.cache->batch();
   auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(I.device);
   const bool exact_mirror = I.strategy != Strategy::kDynamic;
+  const bool fixed_shapes = cfg_.fixed_shapes || (cfg_.cuda_graphs && I.device.is_cuda());
   const int64_t first_block_steps = std::min(cfg_.steps, W);  // static: steps of a fully masked block
 
   // Phase timing (time_phases): wait for the device, then read the clock.
@@ -427,7 +428,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     const int64_t nb = graph_rows(n, rows);
     make_resident(n);
 #if DICE_WITH_CUDA_GRAPHS
-    if (I.device.is_cuda() && !I.graphs_failed) {
+    if (cfg_.cuda_graphs && I.device.is_cuda() && !I.graphs_failed) {
       const auto key = std::make_tuple(nb, sb, commit);
       auto it = I.graphs.find(key);
       if (it != I.graphs.end()) {
@@ -485,7 +486,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     }
 #else
     static bool warned = false;
-    if (I.device.is_cuda() && !warned) {
+    if (cfg_.cuda_graphs && I.device.is_cuda() && !warned) {
       warned = true;
       log::warn("sampler: cuda_graphs is set but this build has no CUDA graphs; fixed-shape steps run eagerly");
     }
@@ -518,7 +519,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     bool all_commit = exact_mirror;
     for (const auto& s : I.slots) all_commit = all_commit && s.phase == s.needed;
     ++stats_.forwards;
-    if (cfg_.cuda_graphs) {  // the same step in a fixed shape (see sampler.h)
+    if (fixed_shapes) {  // the same step in a fixed shape (see sampler.h)
       graph_step(n, graph_span(span, cfg_.graph_span_step, T), all_commit, t1, t2);
     } else {
       auto view = cache_rows(*I.cache, I.mc, 0, n, I.dtype);

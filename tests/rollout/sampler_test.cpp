@@ -401,7 +401,7 @@ TEST(Sampler, FixedShapeBucketsCoverTheirInputs) {
   EXPECT_EQ(graph_span(6100, 128, 6144), 6144);
 }
 
-// cuda_graphs runs each decode forward in a fixed shape (padded rows, bucketed key span, always a
+// cuda_graphs (on a GPU) and fixed_shapes run each decode step in a fixed shape (padded rows, bucketed key span, always a
 // mask); on the CPU that path runs eagerly and must give exactly the tokens of the plain one.
 TEST(Sampler, FixedShapeForwardsGiveTheSameTokens) {
   auto m = tiny_model();
@@ -415,7 +415,7 @@ TEST(Sampler, FixedShapeForwardsGiveTheSameTokens) {
     c.stop_ids = {7, 40, 300};
     Sampler plain(m, c);
     auto want = plain.generate(prompts);
-    c.cuda_graphs = true;
+    c.fixed_shapes = true;
     c.graph_span_step = 8;  // several span buckets within 24 new tokens
     Sampler fixed(m, c);
     fixed.generate(warm);
@@ -426,7 +426,7 @@ TEST(Sampler, FixedShapeForwardsGiveTheSameTokens) {
     auto many = prompts_of({5, 2, 8, 3, 12, 1, 6});
     c.max_batch = 3;
     auto fixed_few = Sampler(m, c).generate(many);
-    c.cuda_graphs = false;
+    c.fixed_shapes = false;
     auto plain_few = Sampler(m, c).generate(many);
     for (size_t i = 0; i < many.size(); ++i)
       expect_same(fixed_few[i], plain_few[i], strategy + " continuous, prompt " + std::to_string(i));

@@ -31,7 +31,8 @@
 //    retirements. On a GPU each (rows, span, commit-only) shape is captured once as one CUDA
 //    graph of the whole step (forward, draw, unmasking, block bookkeeping: one launch) and
 //    replayed; weights updated in place (load_weights) keep the graphs
-//    valid. On the CPU the same fixed-shape steps run eagerly.
+//    valid. cuda_graphs is ignored on the CPU; fixed_shapes runs the same fixed-shape steps
+//    eagerly on any device (how the CPU tests check them).
 #include <torch/types.h>
 
 #include <cstdint>
@@ -64,7 +65,8 @@ struct SamplerConfig {
   int64_t check_every = 8;  // forwards between host checks for finished rows
   int64_t prefill_tokens = 32768;  // prompt tokens per prefill forward (bounds activation memory)
   bool time_phases = false;  // synchronise the device around each phase and time it (dice bench)
-  bool cuda_graphs = false;  // fixed-shape decode forwards, captured as CUDA graphs on a GPU
+  bool cuda_graphs = true;  // on a GPU: fixed-shape decode steps, captured as CUDA graphs and replayed
+  bool fixed_shapes = false;  // the same fixed-shape steps on any device, without graphs (tests)
   int64_t graph_span_step = 128;  // key-span bucket of the fixed shapes
   int64_t max_graphs = 64;        // captured shapes kept (more shapes run eagerly)
 
@@ -86,7 +88,8 @@ struct SamplerConfig {
     v("check_every", check_every, "forwards between checks for finished sequences");
     v("prefill_tokens", prefill_tokens, "prompt tokens per prefill forward");
     v("time_phases", time_phases, "synchronise and time each phase (slower; for profiling)");
-    v("cuda_graphs", cuda_graphs, "fixed-shape decode forwards, replayed as CUDA graphs on a GPU");
+    v("cuda_graphs", cuda_graphs, "on a GPU, replay each fixed-shape decode step as a CUDA graph");
+    v("fixed_shapes", fixed_shapes, "fixed-shape decode steps without graphs, on any device (for tests)");
     v("graph_span_step", graph_span_step, "key-span bucket of the fixed-shape forwards");
     v("max_graphs", max_graphs, "CUDA graphs kept (other shapes run eagerly)");
   }
