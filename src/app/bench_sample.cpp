@@ -2,11 +2,16 @@
 // beside a straightforward PyTorch SDAR loop (tools/gpu/sampler_peer.py) run in the same call,
 // and beside the roofline (weights + KV bytes per forward / HBM bandwidth; FLOPs / bf16 peak).
 // `--greedy-check` compares greedy tokens with the peer's on one shared random model instead.
+// `--op-profile` counts the ATen operators one decode step dispatches (what a CUDA graph replays).
 //   dice/rollout/sampler.h   the sampler
 //   dice/model/*             model shapes, random weights, HF folder writer
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -40,6 +45,7 @@ struct SampleBenchArgs {
   std::string python = DICE_PYTHON;
   std::string json_out;
   bool greedy_check = false;
+  bool op_profile = false;
   std::string work_dir = "/tmp/dice-bench-sample";
   int64_t check_every = 8;
   int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
@@ -339,6 +345,92 @@ std::vector<std::string> split(const std::string& s) {
   return v;
 }
 
+// ---- --op-profile: operators per decode step, from the dispatcher ----------------------------
+// Counts the innermost compute operators (views, allocations and dtype-dispatch wrappers left out),
+// so on a GPU each counted operator is about one kernel. Two runs that differ only in length are
+// differenced, which leaves the per-step cost. The shape keeps its layers and heads; widths are cut
+// down, which changes no operator count.
+struct OpFrame {
+  const char* name;
+  bool has_compute_child;
+};
+thread_local std::vector<OpFrame> op_stack;
+thread_local std::map<std::string, int64_t>* op_counts = nullptr;
+
+bool metadata_op(const char* name) {
+  static const std::set<std::string> meta = {
+      "aten::as_strided", "aten::resolve_conj", "aten::resolve_neg", "aten::_reshape_alias", "aten::_unsafe_view",
+      "aten::empty_strided", "aten::empty", "aten::empty_like", "aten::result_type", "aten::view", "aten::view_as",
+      "aten::resize_", "aten::expand", "aten::expand_as", "aten::narrow", "aten::slice", "aten::select",
+      "aten::transpose", "aten::unsqueeze", "aten::squeeze", "aten::reshape", "aten::t", "aten::permute",
+      "aten::detach", "aten::alias", "aten::unbind", "aten::split", "aten::chunk", "aten::contiguous", "aten::to",
+      "aten::_to_copy", "aten::lift_fresh", "aten::set_", "aten::_has_compatible_shallow_copy_type"};
+  return meta.count(name) > 0;
+}
+
+void run_op_profile(const SampleBenchArgs& a) {
+  const auto dev = bench_device();
+  const auto dtype = dev.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            if (!op_stack.empty() && !metadata_op(fn.name())) op_stack.back().has_compute_child = true;
+            op_stack.push_back({fn.name(), false});
+            return nullptr;
+          },
+          [](const at::RecordFunction&, at::ObserverContext*) {
+            if (op_stack.empty()) return;
+            const OpFrame f = op_stack.back();
+            op_stack.pop_back();
+            if (op_counts && !f.has_compute_child && !metadata_op(f.name)) ++(*op_counts)[f.name];
+          })
+          .scopes({at::RecordScope::FUNCTION}));
+  for (const auto& shape : a.shapes) {
+    auto cfg = model::ModelConfig::preset(shape);
+    cfg.hidden_size = 64;
+    cfg.intermediate_size = 128;
+    cfg.head_dim = 16;
+    cfg.vocab_size = 1024;
+    cfg.mask_token_id = 1023;
+    cfg.bos_token_id = cfg.eos_token_id = 0;
+    model::Transformer m(cfg, dtype, dev);
+    std::map<std::string, int64_t> counts[2];
+    int64_t forwards[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      rollout::SamplerConfig c;
+      c.strategy = "static";
+      c.temperature = a.temperature;
+      c.stop_ids = {};
+      c.max_batch = 1;
+      c.max_new_tokens = k == 0 ? 16 : 48;
+      c.max_len = 64 + c.max_new_tokens;
+      c.cuda_graphs = false;
+      c.fixed_shapes = true;  // the steps a graph would replay, run eagerly so each operator is seen
+      rollout::Sampler s(m, c);
+      op_counts = &counts[k];
+      s.generate({std::vector<int64_t>(40, 5)});
+      op_counts = nullptr;
+      forwards[k] = s.last_stats().forwards;
+    }
+    const double steps = static_cast<double>(forwards[1] - forwards[0]);
+    DICE_REQUIRE(steps > 0, "op profile: the two runs took the same number of steps");
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [name, n] : counts[1]) {
+      const double per = (n - counts[0][name]) / steps;
+      if (per > 0.05) rows.emplace_back(per, name);
+      total += per;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::printf("%s (%ld layers, %s, %s): %.0f operators per decode step, %.1f per layer\n", shape.c_str(),
+                static_cast<long>(cfg.num_hidden_layers), dev.str().c_str(), dtype == torch::kBFloat16 ? "bf16" : "fp32",
+                total, total / static_cast<double>(cfg.num_hidden_layers));
+    for (const auto& [per, name] : rows) std::printf("  %8.1f  %s\n", per, name.c_str());
+    std::fflush(stdout);
+  }
+  at::removeCallback(handle);
+}
+
 void setup(CLI::App& cmd) {
   auto a = std::make_shared<SampleBenchArgs>();
   auto shapes = std::make_shared<std::string>("sdar-1.7b,sdar-4b");
@@ -363,12 +455,14 @@ void setup(CLI::App& cmd) {
       ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--greedy-check", a->greedy_check, "compare greedy tokens with the peer (first shape)");
   cmd.add_option("--work-dir", a->work_dir, "where --greedy-check writes its model");
+  cmd.add_flag("--op-profile", a->op_profile, "count the operators (about: kernels) of one decode step per shape");
   cmd.callback([a, shapes, batches, strategies] {
     a->shapes = split(*shapes);
     a->strategies = split(*strategies);
     a->batches.clear();
     for (const auto& b : split(*batches)) a->batches.push_back(std::stoll(b));
     if (a->greedy_check) run_greedy_check(*a);
+    else if (a->op_profile) run_op_profile(*a);
     else run_throughput(*a);
   });
 }
