@@ -25,9 +25,12 @@ class WeightImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Weight);
 
-torch::Tensor rotate_half(const torch::Tensor& x) {
+// RoPE's rotate_half(x) = [-x2, x1] times sin equals [x2, x1] times [-sin1, sin2] bit for bit
+// (negation is exact), so the sign goes into the table once per forward instead of a kernel per
+// layer for q and for k.
+torch::Tensor swap_halves(const torch::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
-  return torch::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+  return torch::cat({x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
 }  // namespace
@@ -55,15 +58,16 @@ class AttentionImpl : public torch::nn::Module {
     k_norm = register_module("k_norm", RMSNorm(d, c.rms_norm_eps));
   }
 
-  // x_BLH -> [B, L, H]; cos/sin_B1LD in the model dtype; mask from compat::prepare_attention_mask.
+  // x_BLH -> [B, L, H]; cos / signed sin ([-sin, sin] halves) _B1LD in the model dtype; mask from
+  // compat::prepare_attention_mask.
   torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_B1LD, const torch::Tensor& sin_B1LD,
                         const torch::Tensor& mask, const ForwardArgs& a, int64_t layer) {
     const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
     auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d})).transpose(1, 2);
     auto k_BHLD = k_norm(torch::linear(x_BLH, k_proj->weight).view({B, L, hkv, d})).transpose(1, 2);
     auto v_BHLD = torch::linear(x_BLH, v_proj->weight).view({B, L, hkv, d}).transpose(1, 2);
-    q_BHLD = q_BHLD * cos_B1LD + rotate_half(q_BHLD) * sin_B1LD;
-    k_BHLD = k_BHLD * cos_B1LD + rotate_half(k_BHLD) * sin_B1LD;
+    q_BHLD = q_BHLD * cos_B1LD + swap_halves(q_BHLD) * sin_B1LD;
+    k_BHLD = k_BHLD * cos_B1LD + swap_halves(k_BHLD) * sin_B1LD;
     torch::Tensor k_BHKD = k_BHLD, v_BHKD = v_BHLD;
     if (a.cache) {
       a.cache->write(layer, k_BHLD, v_BHLD, a.positions);
@@ -207,7 +211,9 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
   auto freqs_BLd = a.positions.to(device_, torch::kFloat32).unsqueeze(-1) * inv_freq_;
   auto emb_BLD = torch::cat({freqs_BLd, freqs_BLd}, -1);
   auto cos_B1LD = emb_BLD.cos().to(dtype_).unsqueeze(1);
-  auto sin_B1LD = emb_BLD.sin().to(dtype_).unsqueeze(1);
+  auto sin_BLD = emb_BLD.sin().to(dtype_);
+  const int64_t half = cfg_.head_dim / 2;
+  auto sin_B1LD = torch::cat({sin_BLD.narrow(-1, 0, half).neg(), sin_BLD.narrow(-1, half, half)}, -1).unsqueeze(1);
 
   // The mask in the form every layer's attention takes (folded over GQA groups, maybe additive).
   auto mask = compat::prepare_attention_mask(a.mask.defined() ? a.mask.to(device_) : a.mask,
