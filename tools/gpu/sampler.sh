@@ -11,6 +11,9 @@
 # SAMPLER_GREEDY_NEW (64); SAMPLER_SHAPES / _BATCHES / _STRATEGIES narrow the grid; SAMPLER_GRAPHS
 # (off | on | both, default both) adds rows with sampler.cuda_graphs; PYTHON picks the interpreter
 # with torch + transformers.
+#  3. operators per decode step (`dice bench sample --op-profile`), written to $OUT/sampler_ops.txt.
+#  4. with SAMPLER_NCU=1: ncu's GPU time per kernel over about one eager step (NCU_SKIP launches
+#     skipped, NCU_COUNT timed), summarised by tools/gpu/ncu_summary.py into $OUT/sampler_ncu.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/dice-sampler-out}
 mkdir -p "$OUT"
@@ -40,4 +43,20 @@ start=$(date +%s)
 bench_rc=${PIPESTATUS[0]}
 echo "(benchmark: exit $bench_rc, $(( $(date +%s) - start )) s)"
 echo "targets: batch 128 static >= 6x peer and >= 50% of roofline; batch 1 >= 10x peer"
+
+echo "== 3. operators per decode step (the dispatcher's view of what a graph replays) =="
+"$DICE" bench sample --op-profile --shapes "${SAMPLER_SHAPES:-sdar-1.7b,sdar-4b}" 2>&1 | tee "$OUT/sampler_ops.txt"
+
+if [[ ${SAMPLER_NCU:-0} == 1 ]]; then
+  # Kernel by kernel GPU time of about one eager decode step at batch 1 (1.7B shape): the launches
+  # of the warm-up run and the prefill are skipped, then NCU_COUNT kernels are timed.
+  echo "== 4. ncu: GPU time per kernel (eager, sdar-1.7b, batch 1) =="
+  start=$(date +%s)
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    --launch-skip "${NCU_SKIP:-60000}" --launch-count "${NCU_COUNT:-2500}" \
+    "$DICE" bench sample --shapes sdar-1.7b --batches 1 --strategies static --graphs off --no-peer \
+    --prompt-len 512 --max-new-tokens 256 --phase-new 0 > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
+  echo "(ncu: exit $?, $(( $(date +%s) - start )) s)"
+  "$PY" tools/gpu/ncu_summary.py "$OUT/ncu.csv" 30 | tee "$OUT/sampler_ncu.txt"
+fi
 exit $(( greedy_rc != 0 || bench_rc != 0 ))
