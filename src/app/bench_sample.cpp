@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench.h"
@@ -46,6 +47,7 @@ struct SampleBenchArgs {
   std::string json_out;
   bool greedy_check = false;
   bool op_profile = false;
+  std::string fused_norm = "off";  // sampler.fused_norm: off | on | both (a row each)
   std::string work_dir = "/tmp/dice-bench-sample";
   int64_t check_every = 8;
   int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
@@ -164,14 +166,17 @@ void run_throughput(const SampleBenchArgs& a) {
     for (size_t bi = 0; bi < a.batches.size(); ++bi) {
       const int64_t B = a.batches[bi], max_new = max_new_for(B);
       const double ptps = peer_tps[bi];
-      std::vector<std::pair<std::string, bool>> runs;  // (strategy, cuda_graphs)
-      for (const auto& strategy : a.strategies) {
-        if (a.graphs != "on") runs.emplace_back(strategy, false);
-        if (a.graphs != "off" && dev.is_cuda()) runs.emplace_back(strategy, true);
-      }
-      for (const auto& [strategy, graphs] : runs) {
+      std::vector<std::tuple<std::string, bool, bool>> runs;  // (strategy, cuda_graphs, fused_norm)
+      for (const auto& strategy : a.strategies)
+        for (bool fused : {false, true}) {
+          if ((fused && a.fused_norm == "off") || (!fused && a.fused_norm == "on")) continue;
+          if (a.graphs != "on") runs.emplace_back(strategy, false, fused);
+          if (a.graphs != "off" && dev.is_cuda()) runs.emplace_back(strategy, true, fused);
+        }
+      for (const auto& [strategy, graphs, fused] : runs) {
         rollout::SamplerConfig c;
         c.cuda_graphs = graphs;
+        c.fused_norm = fused;
         c.block_size = 4;
         c.steps = 4;
         c.strategy = strategy;
@@ -205,7 +210,7 @@ void run_throughput(const SampleBenchArgs& a) {
         const double tps = tokens / sec;
         auto roof = roofline(m->config(), B, a.prompt_len, max_new, 4, 4, a.hbm_bytes_per_s, a.peak_flops);
         const double roof_tps = B * max_new / roof.seconds;
-        const std::string label = strategy + (graphs ? "+graphs" : "");
+        const std::string label = strategy + (graphs ? "+graphs" : "") + (fused ? "+fnorm" : "");
         std::printf("%-10s %5ld %-14s %7ld %11.1f %11.1f %6.2fx %11.1f %6.1f%%", shape.c_str(), static_cast<long>(B),
                     label.c_str(), static_cast<long>(max_new), tps, ptps, ptps > 0 ? tps / ptps : 0.0, roof_tps,
                     100.0 * tps / roof_tps);
@@ -215,6 +220,7 @@ void run_throughput(const SampleBenchArgs& a) {
         std::printf("\n");
         std::fflush(stdout);
         results.push_back({{"shape", shape}, {"batch", B}, {"strategy", strategy}, {"cuda_graphs", graphs},
+                           {"fused_norm", fused},
                            {"graphs_captured", captured}, {"graph_replays", s.last_stats().graph_replays},
                            {"prompt_len", a.prompt_len},
                            {"max_new", max_new}, {"tokens", tokens}, {"seconds", sec}, {"tokens_per_s", tps},
@@ -293,6 +299,13 @@ void run_greedy_check(const SampleBenchArgs& a) {
                 static_cast<long>(gs.last_stats().graphs_captured), static_cast<long>(gs.last_stats().graph_replays),
                 static_cast<long>(gs.last_stats().forwards));
   }
+  std::vector<rollout::SampleRecord> fused_recs;
+  if (a.fused_norm != "off") {  // fused RMSNorm rounds like HF but reduces in another order
+    auto fc = c;
+    fc.cuda_graphs = dev.is_cuda();
+    fc.fused_norm = true;
+    fused_recs = rollout::Sampler(m, fc).generate(prompts);
+  }
 
   nlohmann::json pj = prompts;
   fs::write_file(dir + "/prompts.json", pj.dump());
@@ -328,6 +341,7 @@ void run_greedy_check(const SampleBenchArgs& a) {
   };
   bool all_equal = compare(recs, "");
   if (!graph_recs.empty()) all_equal = compare(graph_recs, " with CUDA graphs") && all_equal;
+  if (!fused_recs.empty()) all_equal = compare(fused_recs, " with fused RMSNorm") && all_equal;
   DICE_REQUIRE(all_equal, "dice's greedy tokens differ from the peer's (see above).");
 }
 
@@ -394,39 +408,43 @@ void run_op_profile(const SampleBenchArgs& a) {
     cfg.mask_token_id = 1023;
     cfg.bos_token_id = cfg.eos_token_id = 0;
     model::Transformer m(cfg, dtype, dev);
-    std::map<std::string, int64_t> counts[2];
-    int64_t forwards[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) {
-      rollout::SamplerConfig c;
-      c.strategy = "static";
-      c.temperature = a.temperature;
-      c.stop_ids = {};
-      c.max_batch = 1;
-      c.max_new_tokens = k == 0 ? 16 : 48;
-      c.max_len = 64 + c.max_new_tokens;
-      c.cuda_graphs = false;
-      c.fixed_shapes = true;  // the steps a graph would replay, run eagerly so each operator is seen
-      rollout::Sampler s(m, c);
-      op_counts = &counts[k];
-      s.generate({std::vector<int64_t>(40, 5)});
-      op_counts = nullptr;
-      forwards[k] = s.last_stats().forwards;
+    for (bool fused : {false, true}) {
+      if ((fused && a.fused_norm == "off") || (!fused && a.fused_norm == "on")) continue;
+      std::map<std::string, int64_t> counts[2];
+      int64_t forwards[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        rollout::SamplerConfig c;
+        c.strategy = "static";
+        c.temperature = a.temperature;
+        c.stop_ids = {};
+        c.max_batch = 1;
+        c.max_new_tokens = k == 0 ? 16 : 48;
+        c.max_len = 64 + c.max_new_tokens;
+        c.cuda_graphs = false;
+        c.fixed_shapes = true;  // the steps a graph would replay, run eagerly so each operator is seen
+        c.fused_norm = fused;
+        rollout::Sampler s(m, c);
+        op_counts = &counts[k];
+        s.generate({std::vector<int64_t>(40, 5)});
+        op_counts = nullptr;
+        forwards[k] = s.last_stats().forwards;
+      }
+      const double steps = static_cast<double>(forwards[1] - forwards[0]);
+      DICE_REQUIRE(steps > 0, "op profile: the two runs took the same number of steps");
+      std::vector<std::pair<double, std::string>> rows;
+      double total = 0;
+      for (const auto& [name, n] : counts[1]) {
+        const double per = (n - counts[0][name]) / steps;
+        if (per > 0.05) rows.emplace_back(per, name);
+        total += per;
+      }
+      std::sort(rows.rbegin(), rows.rend());
+      std::printf("%s (%ld layers, %s, %s%s): %.0f operators per decode step, %.1f per layer\n", shape.c_str(),
+                  static_cast<long>(cfg.num_hidden_layers), dev.str().c_str(), dtype == torch::kBFloat16 ? "bf16" : "fp32",
+                  fused ? ", fused_norm" : "", total, total / static_cast<double>(cfg.num_hidden_layers));
+      for (const auto& [per, name] : rows) std::printf("  %8.1f  %s\n", per, name.c_str());
+      std::fflush(stdout);
     }
-    const double steps = static_cast<double>(forwards[1] - forwards[0]);
-    DICE_REQUIRE(steps > 0, "op profile: the two runs took the same number of steps");
-    std::vector<std::pair<double, std::string>> rows;
-    double total = 0;
-    for (const auto& [name, n] : counts[1]) {
-      const double per = (n - counts[0][name]) / steps;
-      if (per > 0.05) rows.emplace_back(per, name);
-      total += per;
-    }
-    std::sort(rows.rbegin(), rows.rend());
-    std::printf("%s (%ld layers, %s, %s): %.0f operators per decode step, %.1f per layer\n", shape.c_str(),
-                static_cast<long>(cfg.num_hidden_layers), dev.str().c_str(), dtype == torch::kBFloat16 ? "bf16" : "fp32",
-                total, total / static_cast<double>(cfg.num_hidden_layers));
-    for (const auto& [per, name] : rows) std::printf("  %8.1f  %s\n", per, name.c_str());
-    std::fflush(stdout);
   }
   at::removeCallback(handle);
 }
@@ -455,6 +473,8 @@ void setup(CLI::App& cmd) {
       ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--greedy-check", a->greedy_check, "compare greedy tokens with the peer (first shape)");
   cmd.add_option("--work-dir", a->work_dir, "where --greedy-check writes its model");
+  cmd.add_option("--fused-norm", a->fused_norm, "sampler.fused_norm rows: off, on or both (also in --greedy-check, --op-profile)")
+      ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--op-profile", a->op_profile, "count the operators (about: kernels) of one decode step per shape");
   cmd.callback([a, shapes, batches, strategies] {
     a->shapes = split(*shapes);

@@ -39,7 +39,14 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x, bool fused) {
+#if DICE_TORCH_AT_LEAST(2, 4)
+  // Normalised in fp32 and rounded to x's dtype in one kernel, then scaled in x's dtype: HF's
+  // rounding points (see ForwardArgs::fused_norm).
+  if (fused) return weight * at::rms_norm(x, {x.size(-1)}, /*weight=*/{}, eps);
+#else
+  (void)fused;
+#endif
   // As HF Qwen3RMSNorm: normalise in fp32, cast back, then scale (the order matters in bf16).
   auto xf = x.to(torch::kFloat32);
   auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
@@ -63,8 +70,8 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_B1LD, const torch::Tensor& sin_B1LD,
                         const torch::Tensor& mask, const ForwardArgs& a, int64_t layer) {
     const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
-    auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d})).transpose(1, 2);
-    auto k_BHLD = k_norm(torch::linear(x_BLH, k_proj->weight).view({B, L, hkv, d})).transpose(1, 2);
+    auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d}), a.fused_norm).transpose(1, 2);
+    auto k_BHLD = k_norm(torch::linear(x_BLH, k_proj->weight).view({B, L, hkv, d}), a.fused_norm).transpose(1, 2);
     auto v_BHLD = torch::linear(x_BLH, v_proj->weight).view({B, L, hkv, d}).transpose(1, 2);
     q_BHLD = q_BHLD * cos_B1LD + swap_halves(q_BHLD) * sin_B1LD;
     k_BHLD = k_BHLD * cos_B1LD + swap_halves(k_BHLD) * sin_B1LD;
@@ -109,8 +116,8 @@ class DecoderLayerImpl : public torch::nn::Module {
   }
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
                         const ForwardArgs& a, int64_t layer) {
-    x = x + self_attn->forward(input_layernorm(x), cos, sin, mask, a, layer);
-    return x + mlp->forward(post_attention_layernorm(x));
+    x = x + self_attn->forward(input_layernorm(x, a.fused_norm), cos, sin, mask, a, layer);
+    return x + mlp->forward(post_attention_layernorm(x, a.fused_norm));
   }
   Attention self_attn{nullptr};
   Mlp mlp{nullptr};
@@ -223,7 +230,7 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     x_BLH = layers_[i]->as<DecoderLayerImpl>()->forward(x_BLH, cos_B1LD, sin_B1LD, mask, a, i);
   }
-  return norm_(x_BLH);
+  return norm_(x_BLH, a.fused_norm);
 }
 
 torch::Tensor TransformerImpl::logits_from_hidden(const torch::Tensor& h) { return torch::linear(h, lm_head_weight_); }
