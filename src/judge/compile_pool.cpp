@@ -135,6 +135,7 @@ std::string key_of_canonical(const CompileSettings& s, const nlohmann::json& can
   h.update(s.toolchain);
   for (const auto& f : s.extra_cflags) h.update("\x1e" + f);
   for (const auto& f : s.extra_cuda_cflags) h.update("\x1d" + f);
+  if (s.light_cuda) h.update("\x1clight_cuda");  // its builds may come from other .cu text
   h.update("\x1f");
   h.update(canonical.dump());
   return h.hex_digest();
@@ -487,6 +488,7 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   auto opts = python_options(s_.sandbox, {s_.harness_dir + "/ext.py", "build"}, scratch.path(), uid);
   nlohmann::json settings = {{"cache_root", s_.cache_root},
                              {"light_headers", s_.light_headers},
+                             {"light_cuda", s_.light_cuda},
                              {"extra_cflags", s_.extra_cflags},
                              {"extra_cuda_cflags", s_.extra_cuda_cflags}};
   {

@@ -149,6 +149,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cs.workers = cfg_.compile_workers;
   cs.timeout_s = cfg_.compile_timeout_s;
   cs.light_headers = cfg_.light_headers;
+  cs.light_cuda = cfg_.light_cuda;
   // A PCH pays off across runs and long runs; a private cache is deleted with this judge.
   cs.precompiled_header = cfg_.precompiled_header && !private_cache;
   cs.extra_cflags = cfg_.extra_cflags;

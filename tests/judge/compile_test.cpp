@@ -138,6 +138,9 @@ TEST(CompilePool, ExtensionKeysComeFromTheCheckedRequest) {
   s2 = s;
   s2.toolchain = "another compiler";
   EXPECT_NE(k, extension_key(s2, r));
+  s2 = s;
+  s2.light_cuda = true;  // its .cu files may be built from other text
+  EXPECT_NE(k, extension_key(s2, r));
   EXPECT_THROW(extension_key(s, nlohmann::json{{"cpp_sources", 5}}), dice::Error);
   EXPECT_THROW(extension_key(s, nlohmann::json{{"cpp_sources", {1, 2}}}), dice::Error);
   EXPECT_THROW(extension_key(s, nlohmann::json::array()), dice::Error);

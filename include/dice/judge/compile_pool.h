@@ -35,6 +35,7 @@ struct CompileSettings {
   int workers = 2;
   double timeout_s = 300;
   bool light_headers = true;
+  bool light_cuda = false;   // ext.py: .cu first without its torch/extension.h include
   std::vector<std::string> extra_cflags, extra_cuda_cflags;
   int max_jobs = 2;          // ninja jobs per build
   bool cuda = false;

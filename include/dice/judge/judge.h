@@ -40,6 +40,7 @@ struct JudgeConfig {
   int iters = 10;
   int timing_input_sets = 2;
   bool light_headers = true;          // no PCH ready: try torch/types.h + pybind first, then torch/extension.h
+  bool light_cuda = false;            // .cu files: first without their own torch/extension.h (nvcc has no PCH)
   bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
                                       // (ext.py); only with a cache_root that outlives the judge
   std::vector<std::string> extra_cflags;
@@ -71,6 +72,7 @@ struct JudgeConfig {
     v("iters", iters, "timed calls (median)");
     v("timing_input_sets", timing_input_sets, "input sets cycled through while timing");
     v("light_headers", light_headers, "without a precompiled header: try lighter torch headers first");
+    v("light_cuda", light_cuda, "compile .cu files first without their torch/extension.h include, then as written");
     v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");
     v("extra_cflags", extra_cflags, "judge-added C++ flags (part of the cache key)");
     v("extra_cuda_cflags", extra_cuda_cflags, "judge-added nvcc flags (part of the cache key)");

@@ -28,6 +28,12 @@ JSON, to FILE or stdout). Builds then include "dice_full.h" from there: the same
 binary, but neither that header nor a candidate's own #include <torch/extension.h> is parsed again
 (g++ falls back to the text when the PCH does not fit the flags). Without it, builds try the light
 headers first and fall back to the full one.
+
+light_cuda (setting): nvcc cannot use that PCH, and a candidate's .cu file usually includes
+torch/extension.h again (pybind11 and the whole C++ frontend) after load_inline's own torch/types.h.
+With light_cuda the .cu is first compiled without that include; if the .cu does not compile so, it
+is built again as written. Same sources otherwise, so a build that succeeds either way is the same
+program.
 """
 import fcntl
 import hashlib
@@ -50,6 +56,8 @@ PCH_RECIPE = "dice-pch-3"
 PCH_HEADER = "dice_full.h"
 LIGHT_HEADER = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>"
 FULL_HEADER = "#include <torch/extension.h>"
+# A CUDA source's own #include of torch/extension.h (left out of the .cu with light_cuda).
+_CU_EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"][ \t]*(//.*)?$', re.M)
 
 _real_load_inline = cppext.load_inline
 failures = []       # build / lookup errors, kept even when the candidate catches the exception
@@ -110,6 +118,7 @@ class Settings:
         self.cache_root = cfg["cache_root"]
         self.mode = cfg.get("mode", "load")
         self.light_headers = bool(cfg.get("light_headers", True))
+        self.light_cuda = bool(cfg.get("light_cuda", False))
         self.judge_cflags = list(cfg.get("extra_cflags", []))
         self.judge_cuda_cflags = list(cfg.get("extra_cuda_cflags", []))
         # {"cpp": dir, "cuda": dir}: PCH directories made by make-pch ("" or missing: none)
@@ -124,7 +133,20 @@ def _pch_for(norm, s):
     return d if d and os.path.exists(os.path.join(d, PCH_HEADER + ".gch")) else ""
 
 
-def _write_sources(d, norm, header):
+def light_cuda_sources(sources):
+    """The CUDA sources without their own #include <torch/extension.h> (a comment keeps the line)."""
+    return [_CU_EXTENSION_INCLUDE.sub("// dice light_cuda: torch/extension.h left out", src) for src in sources]
+
+
+def cuda_error_in_log(log):
+    """Whether a failed build's log shows the .cu failing (or cannot tell): worth building it again
+    with the full header. A log that names only main.cpp failures is not."""
+    if "cuda.cu" in log:
+        return True
+    return "main.cpp" not in log
+
+
+def _write_sources(d, norm, header, light_cu=False):
     cpp = [header] + norm["cpp_sources"]
     if norm["functions"] is not None:
         cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
@@ -138,7 +160,8 @@ def _write_sources(d, norm, header):
     with open(paths[0], "w") as fh:
         fh.write("\n".join(cpp))
     if norm["cuda_sources"]:
-        cu = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + norm["cuda_sources"]
+        cuda_sources = light_cuda_sources(norm["cuda_sources"]) if light_cu else norm["cuda_sources"]
+        cu = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + cuda_sources
         paths.append(os.path.join(d, "cuda.cu"))
         with open(paths[1], "w") as fh:
             fh.write("\n".join(cu))
@@ -197,14 +220,24 @@ def build(norm, key, s, out_dir):
         headers = [("light", LIGHT_HEADER), ("full", FULL_HEADER)]
     else:
         headers = [("full", FULL_HEADER)]
+    light_cu = s.light_cuda and light_cuda_sources(norm["cuda_sources"]) != norm["cuda_sources"]
+    attempts = []
+    for tag, header in headers:
+        if light_cu:
+            attempts.append((tag + "+lightcu", header, True))
+        attempts.append((tag, header, False))
     logs = []
     t0 = time.time()
-    for tag, header in headers:
-        name = "dice_%s_%s" % (key[:20], tag[0])
+    skip = set()  # header tags whose .cpp failed: building the .cu differently will not help
+    for tag, header, lcu in attempts:
+        base = tag[:-len("+lightcu")] if lcu else tag
+        if base in skip:
+            continue
+        name = "dice_%s_%s%s" % (key[:20], tag[0], "c" if lcu else "")
         bdir = os.path.join(out_dir, tag.replace("+", "_"))
         os.makedirs(bdir)
-        srcs = _write_sources(bdir, norm, header)
-        includes = norm["extra_include_paths"] + ([pch] if tag.endswith("+pch") else [])
+        srcs = _write_sources(bdir, norm, header, light_cu=lcu)
+        includes = norm["extra_include_paths"] + ([pch] if "+pch" in tag else [])
         try:
             cppext.load(name, srcs,
                         extra_cflags=norm["extra_cflags"] + s.judge_cflags,
@@ -214,6 +247,8 @@ def build(norm, key, s, out_dir):
                         is_python_module=True)
         except Exception as e:  # compiler errors arrive as RuntimeError with ninja's output
             logs.append("[%s headers] %s" % (tag, e))
+            if lcu and not cuda_error_in_log(str(e)):
+                skip.add(base)
             continue
         return {"name": name, "so": os.path.join(bdir, name + ".so"), "header": tag, "build_s": time.time() - t0}
     raise BuildError("\n".join(logs))
