@@ -52,8 +52,11 @@ if ext.light_cuda_sources(["__global__ void k() {}"]) != ["__global__ void k() {
     failed += 1
 # after a failed light .cu build: build the .cu as written unless only main.cpp failed
 nvcc_log = "FAILED: cuda.cuda.o\n/tmp/b/cuda.cu(12): error: identifier \"py\" is undefined"
-gxx_log = "FAILED: main.o\n/tmp/b/main.cpp:3:1: error: expected ';'"
-if not ext.cuda_error_in_log(nvcc_log) or ext.cuda_error_in_log(gxx_log) or not ext.cuda_error_in_log("ld: error"):
+gxx_log = ("[1/3] nvcc -c /tmp/b/cuda.cu -o cuda.cuda.o\nFAILED: main.o\nc++ -c /tmp/b/main.cpp -o main.o\n"
+           "/tmp/b/main.cpp:3:1: error: expected ';'")
+if (not ext.cuda_error_in_log(nvcc_log) or ext.cuda_error_in_log(gxx_log)
+        or ext.cuda_error_in_log("FAILED: [code=1] main.o\n") or not ext.cuda_error_in_log("ld: error")
+        or not ext.cuda_error_in_log("FAILED: main.o\nFAILED: cuda.cuda.o\n")):
     print("cuda_error_in_log misjudged a log")
     failed += 1
 print("ext flag checks:", "FAIL" if failed else "ok", "(%d failures)" % failed)

@@ -139,11 +139,10 @@ def light_cuda_sources(sources):
 
 
 def cuda_error_in_log(log):
-    """Whether a failed build's log shows the .cu failing (or cannot tell): worth building it again
-    with the full header. A log that names only main.cpp failures is not."""
-    if "cuda.cu" in log:
-        return True
-    return "main.cpp" not in log
+    """Whether a failed build may have failed in its .cu (worth building the .cu again as written):
+    false only when ninja names main.o (the .cpp) as the one failed target."""
+    failed = re.findall(r"FAILED:\s*(?:\[code=\d+\]\s*)?(\S+)", log)
+    return not failed or any(os.path.basename(t) != "main.o" for t in failed)
 
 
 def _write_sources(d, norm, header, light_cu=False):
