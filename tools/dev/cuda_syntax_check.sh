@@ -16,15 +16,7 @@ files=("$@")
 [[ ${#files[@]} -gt 0 ]] || files=(src/rollout/sampler.cpp)
 rc=0
 for f in "${files[@]}"; do
-  cmd=$(python3 - "$f" <<'PY'
-import json, os, sys
-want = os.path.abspath(sys.argv[1])
-for e in json.load(open("build/compile_commands.json")):
-    if os.path.abspath(e["file"]) == want:
-        print(e["command"])
-        break
-PY
-)
+  cmd=$(python3 tools/dev/compile_command.py "$f")
   [[ -n $cmd ]] || { echo "$f: not in build/compile_commands.json" >&2; rc=1; continue; }
   if (cd build && eval "${cmd/ -o / -DDICE_WITH_CUDA=1 -I$shim -I$inc -fsyntax-only -o }"); then
     echo "$f: CUDA paths compile"

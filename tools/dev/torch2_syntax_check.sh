@@ -32,15 +32,7 @@ files=("$@")
 [[ ${#files[@]} -gt 0 ]] || files=(src/model/transformer.cpp src/rollout/sampler.cpp src/app/bench_sample.cpp)
 rc=0
 for f in "${files[@]}"; do
-  cmd=$(python3 - "$f" <<'PY'
-import json, os, sys
-want = os.path.abspath(sys.argv[1])
-for e in json.load(open("build/compile_commands.json")):
-    if os.path.abspath(e["file"]) == want:
-        print(e["command"])
-        break
-PY
-)
+  cmd=$(python3 tools/dev/compile_command.py "$f")
   [[ -n $cmd ]] || { echo "$f: not in build/compile_commands.json" >&2; rc=1; continue; }
   # no precompiled header (it holds the 1.13 headers); the 2.x headers come before the system's
   cmd=$(sed -E 's/-include [^ ]*cmake_pch\.hxx//g; s/-Winvalid-pch//g' <<< "$cmd")
