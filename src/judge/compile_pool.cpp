@@ -336,8 +336,7 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   p.write_stdin(nlohmann::json{{"candidate", path}, {"cache_root", s_.cache_root}}.dump() + "\n");
   // One limit for the candidate's module code and every build it asks for together.
   const double deadline = now_s() + s_.timeout_s;
-  bool build_timeout = false, build_failed = false;
-  int requests = 0;
+  int requests = 0;  // r.failure is set only by a failed build until the compile step ends
   nlohmann::json status;
   std::string line;
   while (status.is_null()) {
@@ -358,7 +357,6 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
       b = ensure_built(j.contains("request") ? j["request"] : nlohmann::json(), index, deadline);
     }
     if (b.failure == Failure::kCompileTimeout) {
-      build_timeout = true;
       r.failure = Failure::kCompileTimeout;
       r.log_tail = b.log;
       break;
@@ -371,7 +369,6 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
       if (!b.cache_hit) ++r.builds;
       reply = {{"status", "ok"}, {"key", b.key}, {"cache_hit", b.cache_hit}, {"seconds", b.seconds}};
     } else {
-      build_failed = true;
       r.failure = b.failure;
       r.log_tail = b.log;
       reply = {{"status", failure_name(b.failure)}, {"log", tail(b.log, 8000)}};
@@ -381,10 +378,8 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   p.close_stdin();
   auto st = p.wait(std::max(1.0, deadline - now_s()));
   r.cache_hit = r.builds == 0;
-  if (build_timeout) {
-    // r already says compile_timeout
-  } else if (build_failed) {
-    // a build failed: that is the verdict, whatever the candidate made of it
+  if (r.failure != Failure::kNone) {
+    // a build failed or ran out of time: that is the verdict, whatever the candidate made of it
   } else if (!status.is_null()) {
     std::string s = status.value("status", "load_error");
     r.failure = s == "ok" ? Failure::kNone : failure_from_name(s);
@@ -446,7 +441,6 @@ CompilePool::BuildReply CompilePool::ensure_built(const nlohmann::json& request,
     build->done = true;
     build->failure = made.failure;
     build->log = made.log;
-    build->seconds = made.seconds;
     // A compile error is the sources' fault and stays; a timeout or a judge error may be retried.
     if (made.failure != Failure::kNone && made.failure != Failure::kCompileError) builds_.erase(b.key);
   }

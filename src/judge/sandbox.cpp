@@ -20,19 +20,18 @@ namespace stdfs = std::filesystem;
 
 void remove_tree(const std::string& path) { fs::remove_tree(path); }
 
-void make_public_dir(const std::string& path) {
+namespace {
+void make_dir_with_mode(const std::string& path, mode_t mode) {
   std::error_code ec;
   stdfs::create_directories(path, ec);
   DICE_REQUIRE(!ec, "cannot create directory '", path, "': ", ec.message());
-  chmod(path.c_str(), 01777);
+  chmod(path.c_str(), mode);
 }
+}  // namespace
 
-void make_cache_dir(const std::string& path) {
-  std::error_code ec;
-  stdfs::create_directories(path, ec);
-  DICE_REQUIRE(!ec, "cannot create directory '", path, "': ", ec.message());
-  chmod(path.c_str(), 0755);
-}
+void make_public_dir(const std::string& path) { make_dir_with_mode(path, 01777); }
+
+void make_cache_dir(const std::string& path) { make_dir_with_mode(path, 0755); }
 
 Scratch::Scratch(const std::string& path, int uid) : path_(path), uid_(uid) {
   remove_tree(path_);

@@ -88,7 +88,6 @@ class CompilePool {
     bool done = false;
     Failure failure = Failure::kNone;
     std::string log;
-    double seconds = 0;
   };
   struct BuildReply {
     Failure failure = Failure::kNone;
