@@ -47,7 +47,7 @@ struct SampleBenchArgs {
   std::string json_out;
   bool greedy_check = false;
   bool op_profile = false;
-  std::string fused_norm = "off";  // sampler.fused_norm: off | on | both (a row each)
+  std::string fused = "off";  // sampler.fused: off | on | both (a row each)
   std::string work_dir = "/tmp/dice-bench-sample";
   int64_t check_every = 8;
   int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
@@ -166,17 +166,17 @@ void run_throughput(const SampleBenchArgs& a) {
     for (size_t bi = 0; bi < a.batches.size(); ++bi) {
       const int64_t B = a.batches[bi], max_new = max_new_for(B);
       const double ptps = peer_tps[bi];
-      std::vector<std::tuple<std::string, bool, bool>> runs;  // (strategy, cuda_graphs, fused_norm)
+      std::vector<std::tuple<std::string, bool, bool>> runs;  // (strategy, cuda_graphs, fused)
       for (const auto& strategy : a.strategies)
         for (bool fused : {false, true}) {
-          if ((fused && a.fused_norm == "off") || (!fused && a.fused_norm == "on")) continue;
+          if ((fused && a.fused == "off") || (!fused && a.fused == "on")) continue;
           if (a.graphs != "on") runs.emplace_back(strategy, false, fused);
           if (a.graphs != "off" && dev.is_cuda()) runs.emplace_back(strategy, true, fused);
         }
       for (const auto& [strategy, graphs, fused] : runs) {
         rollout::SamplerConfig c;
         c.cuda_graphs = graphs;
-        c.fused_norm = fused;
+        c.fused = fused;
         c.block_size = 4;
         c.steps = 4;
         c.strategy = strategy;
@@ -210,7 +210,7 @@ void run_throughput(const SampleBenchArgs& a) {
         const double tps = tokens / sec;
         auto roof = roofline(m->config(), B, a.prompt_len, max_new, 4, 4, a.hbm_bytes_per_s, a.peak_flops);
         const double roof_tps = B * max_new / roof.seconds;
-        const std::string label = strategy + (graphs ? "+graphs" : "") + (fused ? "+fnorm" : "");
+        const std::string label = strategy + (graphs ? "+graphs" : "") + (fused ? "+fused" : "");
         std::printf("%-10s %5ld %-14s %7ld %11.1f %11.1f %6.2fx %11.1f %6.1f%%", shape.c_str(), static_cast<long>(B),
                     label.c_str(), static_cast<long>(max_new), tps, ptps, ptps > 0 ? tps / ptps : 0.0, roof_tps,
                     100.0 * tps / roof_tps);
@@ -220,7 +220,7 @@ void run_throughput(const SampleBenchArgs& a) {
         std::printf("\n");
         std::fflush(stdout);
         results.push_back({{"shape", shape}, {"batch", B}, {"strategy", strategy}, {"cuda_graphs", graphs},
-                           {"fused_norm", fused},
+                           {"fused", fused},
                            {"graphs_captured", captured}, {"graph_replays", s.last_stats().graph_replays},
                            {"prompt_len", a.prompt_len},
                            {"max_new", max_new}, {"tokens", tokens}, {"seconds", sec}, {"tokens_per_s", tps},
@@ -263,6 +263,42 @@ void run_throughput(const SampleBenchArgs& a) {
 // Greedy tokens of dice == the peer's on one random model (fp32 compute, bf16-exact weights), for
 // prompts of several lengths (the first decode block holds 0..3 prompt tokens) decoded as one batch
 // by dice and one at a time by the peer.
+// The bf16 build of the fused kernels against the unfused path: one prefill forward into a KV
+// cache (4 rows x 96 tokens, bidirectional). bf16 sums reduced in another order drift a little
+// over the layers, so this passes on argmax agreement (a wrong kernel agrees on almost nothing).
+bool check_fused_bf16(const std::string& shape, torch::Device dev) {
+  torch::NoGradGuard ng;
+  auto m = random_model(shape, torch::kBFloat16, dev, 7, false);
+  const auto& cfg = m->config();
+  const int64_t B = 4, L = 96;
+  auto ids = torch::randint(0, cfg.vocab_size, {B, L}, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
+  auto run = [&](bool fused, model::KVCache& cache) {
+    model::ForwardArgs fa;
+    fa.ids = ids;
+    fa.positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(dev)).expand({B, L});
+    fa.cache = &cache;
+    fa.kv_span = L;
+    fa.fused = fused;
+    return m->forward(fa).to(torch::kFloat32);
+  };
+  model::KVCache c0(cfg, B, L, torch::kBFloat16, dev), c1(cfg, B, L, torch::kBFloat16, dev);
+  auto want = run(false, c0), got = run(true, c1);
+  const double diff = (want - got).abs().max().item<double>(), scale = want.abs().max().item<double>();
+  const double agree = want.argmax(-1).eq(got.argmax(-1)).to(torch::kFloat32).mean().item<double>();
+  double kv_diff = 0;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; l += cfg.num_hidden_layers - 1) {
+    kv_diff = std::max({kv_diff, (c0.k(l) - c1.k(l)).abs().max().item<double>(),
+                        (c0.v(l) - c1.v(l)).abs().max().item<double>()});
+  }
+  const bool ok = agree >= 0.9;
+  std::printf("fused-vs-unfused bf16 %s (%s, %ld x %ld tokens): argmax agree %.1f%%, logits max |diff| %.4g of max "
+              "|logit| %.4g, KV cache (first, last layer) max |diff| %.4g\n",
+              ok ? "PASS" : "FAIL", shape.c_str(), static_cast<long>(B), static_cast<long>(L), 100 * agree, diff, scale,
+              kv_diff);
+  std::fflush(stdout);
+  return ok;
+}
+
 void run_greedy_check(const SampleBenchArgs& a) {
   const auto dev = bench_device();
   const std::string shape = a.shapes.empty() ? "sdar-1.7b" : a.shapes[0];
@@ -300,10 +336,10 @@ void run_greedy_check(const SampleBenchArgs& a) {
                 static_cast<long>(gs.last_stats().forwards));
   }
   std::vector<rollout::SampleRecord> fused_recs;
-  if (a.fused_norm != "off") {  // fused RMSNorm rounds like HF but reduces in another order
+  if (a.fused != "off") {  // fused kernels round like HF but reduce fp32 sums in another order
     auto fc = c;
     fc.cuda_graphs = dev.is_cuda();
-    fc.fused_norm = true;
+    fc.fused = true;
     fused_recs = rollout::Sampler(m, fc).generate(prompts);
   }
 
@@ -341,7 +377,8 @@ void run_greedy_check(const SampleBenchArgs& a) {
   };
   bool all_equal = compare(recs, "");
   if (!graph_recs.empty()) all_equal = compare(graph_recs, " with CUDA graphs") && all_equal;
-  if (!fused_recs.empty()) all_equal = compare(fused_recs, " with fused RMSNorm") && all_equal;
+  if (!fused_recs.empty()) all_equal = compare(fused_recs, " with fused kernels") && all_equal;
+  if (a.fused != "off") all_equal = check_fused_bf16(shape, dev) && all_equal;
   DICE_REQUIRE(all_equal, "dice's greedy tokens differ from the peer's (see above).");
 }
 
@@ -414,7 +451,7 @@ void run_op_profile(const SampleBenchArgs& a) {
       for (auto& p : m->parameters()) p.normal_(0.0, 0.02);  // counts do not depend on the values
     }
     for (bool fused : {false, true}) {
-      if ((fused && a.fused_norm == "off") || (!fused && a.fused_norm == "on")) continue;
+      if ((fused && a.fused == "off") || (!fused && a.fused == "on")) continue;
       std::map<std::string, int64_t> counts[2];
       int64_t forwards[2] = {0, 0};
       for (int k = 0; k < 2; ++k) {
@@ -427,7 +464,7 @@ void run_op_profile(const SampleBenchArgs& a) {
         c.max_len = 64 + c.max_new_tokens;
         c.cuda_graphs = false;
         c.fixed_shapes = true;  // the steps a graph would replay, run eagerly so each operator is seen
-        c.fused_norm = fused;
+        c.fused = fused;
         rollout::Sampler s(m, c);
         op_counts = &counts[k];
         s.generate({std::vector<int64_t>(40, 5)});
@@ -446,7 +483,7 @@ void run_op_profile(const SampleBenchArgs& a) {
       std::sort(rows.rbegin(), rows.rend());
       std::printf("%s (%ld layers, %s, %s%s): %.0f operators per decode step, %.1f per layer\n", shape.c_str(),
                   static_cast<long>(cfg.num_hidden_layers), dev.str().c_str(), dtype == torch::kBFloat16 ? "bf16" : "fp32",
-                  fused ? ", fused_norm" : "", total, total / static_cast<double>(cfg.num_hidden_layers));
+                  fused ? ", fused: own kernels uncounted, 4 per layer" : "", total, total / static_cast<double>(cfg.num_hidden_layers));
       for (const auto& [per, name] : rows) std::printf("  %8.1f  %s\n", per, name.c_str());
       std::fflush(stdout);
     }
@@ -478,7 +515,7 @@ void setup(CLI::App& cmd) {
       ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--greedy-check", a->greedy_check, "compare greedy tokens with the peer (first shape)");
   cmd.add_option("--work-dir", a->work_dir, "where --greedy-check writes its model");
-  cmd.add_option("--fused-norm", a->fused_norm, "sampler.fused_norm rows: off, on or both (also in --greedy-check, --op-profile)")
+  cmd.add_option("--fused", a->fused, "sampler.fused rows: off, on or both (also in --greedy-check, --op-profile)")
       ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--op-profile", a->op_profile, "count the operators (about: kernels) of one decode step per shape");
   cmd.callback([a, shapes, batches, strategies] {

@@ -5,11 +5,14 @@
 // Hq / Hkv query / kv heads, D head_dim, F ffn, V vocab, N selected positions.
 #include "dice/model/transformer.h"
 
+#include <c10/core/InferenceMode.h>
 #include <torch/torch.h>
 
 #include <cmath>
-#include <set>
+#include <initializer_list>
+#include <vector>
 
+#include "dice/model/fused_ops.h"
 #include "dice/util/error.h"
 #include "dice/util/torch_compat.h"
 
@@ -25,12 +28,34 @@ class WeightImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Weight);
 
-// RoPE's rotate_half(x) = [-x2, x1] times sin equals [x2, x1] times [-sin1, sin2] bit for bit
-// (negation is exact), so the sign goes into the table once per forward instead of a kernel per
-// layer for q and for k.
-torch::Tensor swap_halves(const torch::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return torch::cat({x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+// Makes the parameters `parts` (same dtype and device, same trailing shape) views of consecutive
+// rows of one tensor, so one GEMM does all their products; returns that tensor. `packed` keeps
+// it; while the parameters still live in it (nothing moved or replaced them) it is returned as is.
+// The parameters stay leaves with their own gradients; in-place updates (load_weights, optimizer
+// steps, weight broadcasts) land in the packed rows.
+const torch::Tensor& packed_rows(torch::Tensor& packed, std::initializer_list<torch::Tensor*> parts) {
+  bool live = packed.defined();
+  int64_t row = 0;
+  for (auto* p : parts) {
+    live = live && p->device() == packed.device() && p->scalar_type() == packed.scalar_type() &&
+           p->data_ptr() == static_cast<char*>(packed.data_ptr()) + row * packed.stride(0) * packed.element_size();
+    row += p->size(0);
+  }
+  if (live && row == packed.size(0)) return packed;
+  // A plain tensor even inside the sampler's InferenceMode: the parameters must stay usable by
+  // autograd and writable in place outside it.
+  c10::InferenceMode normal_tensors(/*enabled=*/false);
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> values;
+  for (auto* p : parts) values.push_back(*p);
+  packed = torch::cat(values, 0);
+  row = 0;
+  for (auto* p : parts) {
+    const int64_t n = p->size(0);
+    p->set_data(packed.narrow(0, row, n));
+    row += n;
+  }
+  return packed;
 }
 
 }  // namespace
@@ -39,19 +64,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x, bool fused) {
-#if DICE_TORCH_AT_LEAST(2, 4)
-  // Normalised in fp32 and rounded to x's dtype in one kernel, then scaled in x's dtype: HF's
-  // rounding points (see ForwardArgs::fused_norm).
-  if (fused) return weight * at::rms_norm(x, {x.size(-1)}, /*weight=*/{}, eps);
-#else
-  (void)fused;
-#endif
-  // As HF Qwen3RMSNorm: normalise in fp32, cast back, then scale (the order matters in bf16).
-  auto xf = x.to(torch::kFloat32);
-  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  return weight * (xf * torch::rsqrt(var + eps)).to(x.scalar_type());
-}
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) { return fused::rms_norm_reference(x, weight, eps); }
 
 class AttentionImpl : public torch::nn::Module {
  public:
@@ -65,29 +78,64 @@ class AttentionImpl : public torch::nn::Module {
     k_norm = register_module("k_norm", RMSNorm(d, c.rms_norm_eps));
   }
 
-  // x_BLH -> [B, L, H]; cos / signed sin ([-sin, sin] halves) _B1LD in the model dtype; mask from
+  // x_BLH -> [B, L, H]; cos / signed sin ([-sin, sin] halves) _BLD in the model dtype; mask from
   // compat::prepare_attention_mask.
-  torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_B1LD, const torch::Tensor& sin_B1LD,
+  torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_BLD, const torch::Tensor& sin_BLD,
                         const torch::Tensor& mask, const ForwardArgs& a, int64_t layer) {
     const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
-    auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d}), a.fused_norm).transpose(1, 2);
-    auto k_BHLD = k_norm(torch::linear(x_BLH, k_proj->weight).view({B, L, hkv, d}), a.fused_norm).transpose(1, 2);
+    auto cos_B1LD = cos_BLD.unsqueeze(1), sin_B1LD = sin_BLD.unsqueeze(1);
+    auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d})).transpose(1, 2);
+    auto k_BHLD = k_norm(torch::linear(x_BLH, k_proj->weight).view({B, L, hkv, d})).transpose(1, 2);
     auto v_BHLD = torch::linear(x_BLH, v_proj->weight).view({B, L, hkv, d}).transpose(1, 2);
-    q_BHLD = q_BHLD * cos_B1LD + swap_halves(q_BHLD) * sin_B1LD;
-    k_BHLD = k_BHLD * cos_B1LD + swap_halves(k_BHLD) * sin_B1LD;
+    q_BHLD = fused::rope_reference(q_BHLD, cos_B1LD, sin_B1LD);
+    k_BHLD = fused::rope_reference(k_BHLD, cos_B1LD, sin_B1LD);
     torch::Tensor k_BHKD = k_BHLD, v_BHKD = v_BHLD;
     if (a.cache) {
       a.cache->write(layer, k_BHLD, v_BHLD, a.positions);
       k_BHKD = a.cache->k(layer).narrow(2, 0, a.kv_span);
       v_BHKD = a.cache->v(layer).narrow(2, 0, a.kv_span);
     }
-    auto o_BHLD = compat::sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, mask, 1.0 / std::sqrt(static_cast<double>(d)));
-    return torch::linear(o_BHLD.transpose(1, 2).reshape({B, L, hq * d}), o_proj->weight);
+    return attend(q_BHLD, k_BHKD, v_BHKD, mask);
+  }
+
+  // The inference path (ForwardArgs::fused): one GEMM for q|k|v, then one fused operator for the
+  // q/k norms, RoPE and the K/V writes at slots_BL (cache slots, or 0..L-1 into fresh buffers).
+  torch::Tensor forward_fused(const torch::Tensor& h_BLH, const torch::Tensor& cos_BLD, const torch::Tensor& sin_BLD,
+                              const torch::Tensor& mask, const torch::Tensor& slots_BL, const ForwardArgs& a,
+                              int64_t layer) {
+    const int64_t B = h_BLH.size(0), L = h_BLH.size(1);
+    auto qkv_BLN = torch::linear(h_BLH, packed_qkv());
+    torch::Tensor k_dst, v_dst;
+    if (a.cache) {
+      k_dst = a.cache->k(layer);
+      v_dst = a.cache->v(layer);
+    } else {
+      k_dst = torch::empty({B, hkv, L, d}, qkv_BLN.options());
+      v_dst = torch::empty({B, hkv, L, d}, qkv_BLN.options());
+    }
+    auto q_BHLD = fused::qk_norm_rope_scatter(qkv_BLN, q_norm->weight, k_norm->weight, q_norm->eps, cos_BLD, sin_BLD,
+                                              slots_BL, k_dst, v_dst, hq, hkv);
+    const int64_t K = a.cache ? a.kv_span : L;
+    return attend(q_BHLD, k_dst.narrow(2, 0, K), v_dst.narrow(2, 0, K), mask);
+  }
+
+  const torch::Tensor& packed_qkv() {
+    return packed_rows(qkv_, {&q_proj->weight, &k_proj->weight, &v_proj->weight});
   }
 
   int64_t hq, hkv, d;
   Weight q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};
+
+ private:
+  torch::Tensor attend(const torch::Tensor& q_BHLD, const torch::Tensor& k_BHKD, const torch::Tensor& v_BHKD,
+                       const torch::Tensor& mask) {
+    const int64_t B = q_BHLD.size(0), L = q_BHLD.size(2);
+    auto o_BHLD = compat::sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, mask, 1.0 / std::sqrt(static_cast<double>(d)));
+    return torch::linear(o_BHLD.transpose(1, 2).reshape({B, L, hq * d}), o_proj->weight);
+  }
+
+  torch::Tensor qkv_;  // q|k|v_proj rows (packed_rows), made by the first fused forward
 };
 TORCH_MODULE(Attention);
 
@@ -102,7 +150,15 @@ class MlpImpl : public torch::nn::Module {
     return torch::linear(torch::silu(torch::linear(x, gate_proj->weight)) * torch::linear(x, up_proj->weight),
                          down_proj->weight);
   }
+  // The inference path: one GEMM for gate|up, then silu(gate) * up in one operator.
+  torch::Tensor forward_fused(const torch::Tensor& h) {
+    return torch::linear(fused::silu_mul(torch::linear(h, packed_gate_up())), down_proj->weight);
+  }
+  const torch::Tensor& packed_gate_up() { return packed_rows(gate_up_, {&gate_proj->weight, &up_proj->weight}); }
   Weight gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  torch::Tensor gate_up_;  // gate|up_proj rows (packed_rows), made by the first fused forward
 };
 TORCH_MODULE(Mlp);
 
@@ -116,8 +172,17 @@ class DecoderLayerImpl : public torch::nn::Module {
   }
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
                         const ForwardArgs& a, int64_t layer) {
-    x = x + self_attn->forward(input_layernorm(x, a.fused_norm), cos, sin, mask, a, layer);
-    return x + mlp->forward(post_attention_layernorm(x, a.fused_norm));
+    x = x + self_attn->forward(input_layernorm(x), cos, sin, mask, a, layer);
+    return x + mlp->forward(post_attention_layernorm(x));
+  }
+  // The fused path: h is this layer's normed input, x the residual stream (updated in place);
+  // returns the input of the next layer normed by next_norm (the final norm after the last layer).
+  torch::Tensor forward_fused(torch::Tensor& x, const torch::Tensor& h, const torch::Tensor& cos,
+                              const torch::Tensor& sin, const torch::Tensor& mask, const torch::Tensor& slots,
+                              const ForwardArgs& a, int64_t layer, const RMSNormImpl& next_norm) {
+    auto attn = self_attn->forward_fused(h, cos, sin, mask, slots, a, layer);
+    auto h2 = fused::add_rms_norm_(x, attn, post_attention_layernorm->weight, post_attention_layernorm->eps);
+    return fused::add_rms_norm_(x, mlp->forward_fused(h2), next_norm.weight, next_norm.eps);
   }
   Attention self_attn{nullptr};
   Mlp mlp{nullptr};
@@ -142,6 +207,12 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg, torch::Dtype dtype, tor
   to(device, dtype);
   auto exponent = torch::arange(0, cfg_.head_dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(cfg_.head_dim);
   inv_freq_ = torch::pow(cfg_.rope_theta, exponent).reciprocal().to(device);
+  // Pack q|k|v and gate|up rows now (see packed_rows), outside any inference mode.
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+    auto* layer = layers_[i]->as<DecoderLayerImpl>();
+    layer->self_attn->packed_qkv();
+    layer->mlp->packed_gate_up();
+  }
   // to() replaced the parameter tensors' storage in place, but refresh the handles anyway.
   auto params = named_parameters();
   embed_weight_ = params["model.embed_tokens.weight"];
@@ -214,23 +285,39 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
                  "The attention mask must be [", B, " or 1, 1, ", L, ", ", K, "]; got ", a.mask.sizes(), ".");
     DICE_REQUIRE(a.mask.scalar_type() == torch::kBool, "The attention mask must be bool (true = attend).");
   }
-  // RoPE tables for these positions, computed once for all layers (fp32, then the model dtype).
-  auto freqs_BLd = a.positions.to(device_, torch::kFloat32).unsqueeze(-1) * inv_freq_;
+  DICE_REQUIRE(!a.fused || !torch::GradMode::is_enabled(),
+               "ForwardArgs::fused is for inference (its kernels have no backward): run it under torch::NoGradGuard.");
+  // RoPE tables for these positions, computed once for all layers (fp32, then the model dtype);
+  // sin with its first half negated (see fused::rope_reference).
+  auto positions_BL = a.positions.to(device_, torch::kInt64);
+  auto freqs_BLd = positions_BL.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;
   auto emb_BLD = torch::cat({freqs_BLd, freqs_BLd}, -1);
-  auto cos_B1LD = emb_BLD.cos().to(dtype_).unsqueeze(1);
+  auto cos_BLD = emb_BLD.cos().to(dtype_);
   auto sin_BLD = emb_BLD.sin().to(dtype_);
   const int64_t half = cfg_.head_dim / 2;
-  auto sin_B1LD = torch::cat({sin_BLD.narrow(-1, 0, half).neg(), sin_BLD.narrow(-1, half, half)}, -1).unsqueeze(1);
+  sin_BLD = torch::cat({sin_BLD.narrow(-1, 0, half).neg(), sin_BLD.narrow(-1, half, half)}, -1);
 
   // The mask in the form every layer's attention takes (folded over GQA groups, maybe additive).
   auto mask = compat::prepare_attention_mask(a.mask.defined() ? a.mask.to(device_) : a.mask,
                                              cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_);
 
   auto x_BLH = torch::embedding(embed_weight_, a.ids.to(device_));
-  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
-    x_BLH = layers_[i]->as<DecoderLayerImpl>()->forward(x_BLH, cos_B1LD, sin_B1LD, mask, a, i);
+  const int64_t n = cfg_.num_hidden_layers;
+  if (a.fused) {
+    // K/V go to the cache slots, or (no cache) to rows 0..L-1 of per-layer buffers.
+    auto slots_BL = a.cache ? positions_BL : torch::arange(L, positions_BL.options()).expand({B, L});
+    auto h_BLH = fused::rms_norm(x_BLH, layers_[0]->as<DecoderLayerImpl>()->input_layernorm->weight, cfg_.rms_norm_eps);
+    for (int64_t i = 0; i < n; ++i) {
+      const RMSNormImpl& next = i + 1 < n ? *layers_[i + 1]->as<DecoderLayerImpl>()->input_layernorm : *norm_;
+      h_BLH = layers_[i]->as<DecoderLayerImpl>()->forward_fused(x_BLH, h_BLH, cos_BLD, sin_BLD, mask, slots_BL, a, i,
+                                                                next);
+    }
+    return h_BLH;
   }
-  return norm_(x_BLH, a.fused_norm);
+  for (int64_t i = 0; i < n; ++i) {
+    x_BLH = layers_[i]->as<DecoderLayerImpl>()->forward(x_BLH, cos_BLD, sin_BLD, mask, a, i);
+  }
+  return norm_(x_BLH);
 }
 
 torch::Tensor TransformerImpl::logits_from_hidden(const torch::Tensor& h) { return torch::linear(h, lm_head_weight_); }

@@ -266,7 +266,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
         fa.mask = model::prefill_mask(full_t, Lp, W);
         fa.cache = view.get();
         fa.kv_span = Lp;
-        fa.fused_norm = cfg_.fused_norm;
+        fa.fused = cfg_.fused;
         model_->hidden(fa);
         ++stats_.prefills;
       }
@@ -413,7 +413,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     fa.mask = model::decode_mask(pos, W, sb);
     fa.cache = view.get();
     fa.kv_span = sb;
-    fa.fused_norm = cfg_.fused_norm;
+    fa.fused = cfg_.fused;
     torch::Tensor logits;
     if (commit) model_->hidden(fa);
     else logits = model_->forward(fa);
@@ -531,7 +531,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
       if (!same) fa.mask = model::decode_mask(I.pos, W, span);  // all rows aligned: no mask needed
       fa.cache = view.get();
       fa.kv_span = span;
-      fa.fused_norm = cfg_.fused_norm;
+      fa.fused = cfg_.fused;
       torch::Tensor logits;  // [n, W, V]
       if (all_commit) model_->hidden(fa);
       else logits = model_->forward(fa);

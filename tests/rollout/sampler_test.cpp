@@ -403,6 +403,28 @@ TEST(Sampler, FixedShapeBucketsCoverTheirInputs) {
 
 // cuda_graphs (on a GPU) and fixed_shapes run each decode step in a fixed shape (padded rows, bucketed key span, always a
 // mask); on the CPU that path runs eagerly and must give exactly the tokens of the plain one.
+// sampler.fused (packed GEMMs + fused operators; PyTorch fallbacks on this CPU) decodes the same
+// tokens with the same step maps, eagerly and in fixed shapes.
+TEST(Sampler, FusedForwardsGiveTheSameTokens) {
+  auto m = tiny_model();
+  auto prompts = prompts_of({2, 9, 13, 5});
+  for (std::string strategy : {"static", "dynamic"}) {
+    auto c = base_config();
+    c.strategy = strategy;
+    c.threshold = 0.6;
+    c.record_logprobs = true;
+    auto want = Sampler(m, c).generate(prompts);
+    c.fused = true;
+    auto got = Sampler(m, c).generate(prompts);
+    c.fixed_shapes = true;
+    auto got_fixed = Sampler(m, c).generate(prompts);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      expect_same(got[i], want[i], strategy + " fused, prompt " + std::to_string(i));
+      expect_same(got_fixed[i], want[i], strategy + " fused fixed shapes, prompt " + std::to_string(i));
+    }
+  }
+}
+
 TEST(Sampler, FixedShapeForwardsGiveTheSameTokens) {
   auto m = tiny_model();
   auto warm = prompts_of({3, 3, 3, 3, 3, 3, 3, 3}, 11);  // 8 cache rows: later batches of 3 pad to 4

@@ -18,7 +18,7 @@ rc=0
 for f in "${files[@]}"; do
   cmd=$(python3 tools/dev/compile_command.py "$f")
   [[ -n $cmd ]] || { echo "$f: not in build/compile_commands.json" >&2; rc=1; continue; }
-  if (cd build && eval "${cmd/ -o / -DDICE_WITH_CUDA=1 -I$shim -I$inc -fsyntax-only -o }"); then
+  if (cd build && eval "${cmd/ -o / -DDICE_WITH_CUDA=1 -DDICE_WITH_FUSED_KERNELS=1 -I$shim -I$inc -fsyntax-only -o }"); then
     echo "$f: CUDA paths compile"
   else
     rc=1

@@ -28,16 +28,17 @@ struct ForwardArgs {
   KVCache* cache = nullptr; // optional: write the new K/V at `positions`, attend cache[:kv_span]
   int64_t kv_span = 0;
   torch::Tensor logits_at;  // optional int64 [N]: flat indices into B*L; lm_head runs only there
-  // RMSNorm as at::rms_norm (one kernel; torch >= 2.4, else the plain path) and then the weight,
-  // instead of HF's eight-kernel chain: the same rounding points, but the fp32 mean is reduced
-  // in another order, so an element can differ by one ulp. A speed option for the sampler.
-  bool fused_norm = false;
+  // Inference only (needs torch::NoGradGuard): q|k|v and gate|up each as one GEMM over packed
+  // weights, and the small operators as fused kernels (fused_ops.h): the residual add with the
+  // next RMSNorm, q/k norm + RoPE + K/V write, SiLU * up. HF's rounding points are kept; fp32
+  // sums are reduced in another order, so an element can differ by about an ulp.
+  bool fused = false;
 };
 
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
-  torch::Tensor forward(const torch::Tensor& x, bool fused = false);
+  torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
   double eps;
 };

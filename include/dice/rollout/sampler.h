@@ -67,7 +67,7 @@ struct SamplerConfig {
   bool time_phases = false;  // synchronise the device around each phase and time it (dice bench)
   bool cuda_graphs = true;  // on a GPU: fixed-shape decode steps, captured as CUDA graphs and replayed
   bool fixed_shapes = false;  // the same fixed-shape steps on any device, without graphs (tests)
-  bool fused_norm = false;  // model::ForwardArgs::fused_norm for the sampler's forwards
+  bool fused = false;  // model::ForwardArgs::fused (packed GEMMs, fused kernels) for the sampler's forwards
   int64_t graph_span_step = 128;  // key-span bucket of the fixed shapes
   int64_t max_graphs = 64;        // captured shapes kept (more shapes run eagerly)
 
@@ -91,7 +91,7 @@ struct SamplerConfig {
     v("time_phases", time_phases, "synchronise and time each phase (slower; for profiling)");
     v("cuda_graphs", cuda_graphs, "on a GPU, replay each fixed-shape decode step as a CUDA graph");
     v("fixed_shapes", fixed_shapes, "fixed-shape decode steps without graphs, on any device (for tests)");
-    v("fused_norm", fused_norm, "RMSNorm as one at::rms_norm kernel + the weight (torch >= 2.4; may differ by an ulp)");
+    v("fused", fused, "packed q|k|v and gate|up GEMMs and fused kernels for norms, RoPE, K/V writes, SiLU");
     v("graph_span_step", graph_span_step, "key-span bucket of the fixed-shape forwards");
     v("max_graphs", max_graphs, "CUDA graphs kept (other shapes run eagerly)");
   }

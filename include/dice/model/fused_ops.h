@@ -1,0 +1,43 @@
+#pragma once
+// Fused inference operators of the decoder (ForwardArgs::fused). On a CUDA tensor in a CUDA
+// build each is one kernel of our own; elsewhere it is the same arithmetic as PyTorch ops, so CPU
+// tests check the plumbing and the GPU bench checks the kernels against the unfused path.
+// Inference only: none has a backward.
+//
+// Shape legend: B batch, L tokens per row, T = B*L, H hidden, D head_dim, F ffn.
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace dice::model::fused {
+
+// The unfused references, PyTorch ops with autograd (the training path uses them):
+// HF Qwen3RMSNorm of x [..., H] with weight w [H] (normalise in fp32, round, then scale) ...
+torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& w, double eps);
+// ... and RoPE with the sign folded into sin: x * cos + [x2, x1] * [-sin1, sin2], which equals
+// HF's x * cos + rotate_half(x) * sin bit for bit (negation is exact).
+torch::Tensor rope_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin);
+
+// True when this build has the CUDA kernels (else CUDA tensors take the PyTorch path too).
+bool have_cuda_kernels();
+
+// HF Qwen3RMSNorm of x [..., H] with weight w [H]: a new tensor.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
+
+// The residual add then the norm: x += delta in place (rounded as x + delta), returns
+// rms_norm(x, w, eps). x must be contiguous.
+torch::Tensor add_rms_norm_(torch::Tensor& x, const torch::Tensor& delta, const torch::Tensor& w, double eps);
+
+// The attention's per-head work after the packed q|k|v projection qkv_BLN [B, L, (hq + 2 hkv) D]:
+// q and k heads get RMSNorm over D (weights qw, kw) and RoPE (cos_BLD, signed sin_BLD: the first
+// half negated); k and v are written into k_dst / v_dst [B, hkv, S, D] at slots_BL (int64, the
+// cache slot of each token). Returns q [B, hq, L, D], contiguous.
+torch::Tensor qk_norm_rope_scatter(const torch::Tensor& qkv_BLN, const torch::Tensor& qw, const torch::Tensor& kw,
+                                   double eps, const torch::Tensor& cos_BLD, const torch::Tensor& sin_BLD,
+                                   const torch::Tensor& slots_BL, torch::Tensor& k_dst, torch::Tensor& v_dst,
+                                   int64_t hq, int64_t hkv);
+
+// SwiGLU's middle of the packed gate|up projection gu [..., 2F]: silu(gate) * up -> [..., F].
+torch::Tensor silu_mul(const torch::Tensor& gu);
+
+}  // namespace dice::model::fused

@@ -1,0 +1,173 @@
+// Fused inference operators: argument checks, then our CUDA kernels (fused_kernels.cu) for CUDA
+// tensors in a build that has them, else the same arithmetic as PyTorch ops.
+#include "dice/model/fused_ops.h"
+
+#include <torch/torch.h>
+
+#include "dice/util/error.h"
+
+#ifndef DICE_WITH_FUSED_KERNELS  // set by src/model/CMakeLists.txt when it compiles fused_kernels.cu
+#define DICE_WITH_FUSED_KERNELS 0
+#endif
+
+#if DICE_WITH_FUSED_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "fused_kernels.h"
+#endif
+
+namespace dice::model::fused {
+
+namespace {
+
+void check_weight(const torch::Tensor& x, const torch::Tensor& w, const char* what) {
+  DICE_REQUIRE(w.dim() == 1 && w.size(0) == x.size(-1), what, " weight must be [", x.size(-1), "]; got ", w.sizes(), ".");
+  DICE_REQUIRE(w.scalar_type() == x.scalar_type() && w.device() == x.device(), what, " weight is ", w.scalar_type(),
+               " on ", w.device(), " but its input is ", x.scalar_type(), " on ", x.device(), ".");
+}
+
+#if DICE_WITH_FUSED_KERNELS
+bool on_kernels(const torch::Tensor& x) { return x.is_cuda(); }
+
+int dtype_code(const torch::Tensor& x) {
+  switch (x.scalar_type()) {
+    case torch::kFloat32: return 0;
+    case torch::kBFloat16: return 1;
+    case torch::kFloat16: return 2;
+    default: throw Error(str("The fused kernels take fp32, bf16 or fp16 tensors; got ", x.scalar_type(), "."));
+  }
+}
+
+void check_launch(int rc, const char* kernel) {  // a failed launch is a broken invariant: fatal
+  if (rc != 0) fatal(kernel, __FILE__, __LINE__, cudaGetErrorString(static_cast<cudaError_t>(rc)));
+}
+
+void* stream_of(const torch::Tensor& x) { return c10::cuda::getCurrentCUDAStream(x.device().index()).stream(); }
+#else
+bool on_kernels(const torch::Tensor&) { return false; }
+#endif
+
+}  // namespace
+
+torch::Tensor rms_norm_reference(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  auto xf = x.to(torch::kFloat32);
+  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return w * (xf * torch::rsqrt(var + eps)).to(x.scalar_type());
+}
+
+torch::Tensor rope_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& signed_sin) {
+  const int64_t half = x.size(-1) / 2;
+  return x * cos + torch::cat({x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1) * signed_sin;
+}
+
+bool have_cuda_kernels() { return DICE_WITH_FUSED_KERNELS != 0; }
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  check_weight(x, w, "RMSNorm");
+#if DICE_WITH_FUSED_KERNELS
+  if (on_kernels(x)) {
+    c10::cuda::CUDAGuard guard(x.device());
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const int64_t H = x.size(-1);
+    check_launch(cuda::rms_norm(dtype_code(x), xc.data_ptr(), H, nullptr, 0, w.data_ptr(), y.data_ptr(), xc.numel() / H,
+                                H, static_cast<float>(eps), stream_of(x)),
+                 "rms_norm");
+    return y;
+  }
+#endif
+  return rms_norm_reference(x, w, eps);
+}
+
+torch::Tensor add_rms_norm_(torch::Tensor& x, const torch::Tensor& delta, const torch::Tensor& w, double eps) {
+  DICE_REQUIRE(x.is_contiguous(), "add_rms_norm_ updates the residual in place; it must be contiguous.");
+  DICE_REQUIRE(delta.sizes() == x.sizes() && delta.scalar_type() == x.scalar_type(), "The residual update is ",
+               delta.sizes(), " ", delta.scalar_type(), " but the residual is ", x.sizes(), " ", x.scalar_type(), ".");
+  check_weight(x, w, "RMSNorm");
+#if DICE_WITH_FUSED_KERNELS
+  if (on_kernels(x)) {
+    c10::cuda::CUDAGuard guard(x.device());
+    auto dc = delta.contiguous();
+    auto y = torch::empty_like(x);
+    const int64_t H = x.size(-1);
+    check_launch(cuda::rms_norm(dtype_code(x), x.data_ptr(), H, dc.data_ptr(), H, w.data_ptr(), y.data_ptr(),
+                                x.numel() / H, H, static_cast<float>(eps), stream_of(x)),
+                 "add_rms_norm");
+    return y;
+  }
+#endif
+  x.add_(delta);
+  return rms_norm_reference(x, w, eps);
+}
+
+torch::Tensor qk_norm_rope_scatter(const torch::Tensor& qkv_BLN, const torch::Tensor& qw, const torch::Tensor& kw,
+                                   double eps, const torch::Tensor& cos_BLD, const torch::Tensor& sin_BLD,
+                                   const torch::Tensor& slots_BL, torch::Tensor& k_dst, torch::Tensor& v_dst,
+                                   int64_t hq, int64_t hkv) {
+  DICE_REQUIRE(qkv_BLN.dim() == 3, "The packed q|k|v projection must be [B, L, N]; got ", qkv_BLN.sizes(), ".");
+  const int64_t B = qkv_BLN.size(0), L = qkv_BLN.size(1);
+  DICE_REQUIRE(hq > 0 && hkv > 0 && qkv_BLN.size(2) % (hq + 2 * hkv) == 0, "The packed projection's width ",
+               qkv_BLN.size(2), " is not a multiple of ", hq + 2 * hkv, " heads.");
+  const int64_t D = qkv_BLN.size(2) / (hq + 2 * hkv);
+  DICE_REQUIRE(D % 2 == 0, "RoPE needs an even head_dim; got ", D, ".");
+  DICE_REQUIRE(cos_BLD.sizes() == torch::IntArrayRef({B, L, D}) && sin_BLD.sizes() == cos_BLD.sizes(),
+               "RoPE tables must be [", B, ", ", L, ", ", D, "]; got ", cos_BLD.sizes(), " and ", sin_BLD.sizes(), ".");
+  DICE_REQUIRE(slots_BL.sizes() == torch::IntArrayRef({B, L}) && slots_BL.scalar_type() == torch::kInt64,
+               "Cache slots must be int64 [", B, ", ", L, "]; got ", slots_BL.scalar_type(), " ", slots_BL.sizes(), ".");
+  for (const auto* dst : {&k_dst, &v_dst}) {
+    DICE_REQUIRE(dst->dim() == 4 && dst->size(0) == B && dst->size(1) == hkv && dst->size(3) == D && dst->stride(3) == 1 &&
+                     dst->scalar_type() == qkv_BLN.scalar_type() && dst->device() == qkv_BLN.device(),
+                 "K/V destinations must be ", qkv_BLN.scalar_type(), " [", B, ", ", hkv, ", S, ", D, "] on ",
+                 qkv_BLN.device(), "; got ", dst->scalar_type(), " ", dst->sizes(), " on ", dst->device(), ".");
+  }
+  check_weight(qkv_BLN.narrow(2, 0, D), qw, "q_norm");
+  check_weight(qkv_BLN.narrow(2, 0, D), kw, "k_norm");
+#if DICE_WITH_FUSED_KERNELS
+  if (on_kernels(qkv_BLN)) {
+    c10::cuda::CUDAGuard guard(qkv_BLN.device());
+    auto qkv = qkv_BLN.contiguous();
+    auto cos = cos_BLD.to(qkv.scalar_type()).contiguous(), sin = sin_BLD.to(qkv.scalar_type()).contiguous();
+    auto slots = slots_BL.to(qkv.device()).contiguous();
+    auto q = torch::empty({B, hq, L, D}, qkv.options());
+    const int64_t ks[3] = {k_dst.stride(0), k_dst.stride(1), k_dst.stride(2)};
+    const int64_t vs[3] = {v_dst.stride(0), v_dst.stride(1), v_dst.stride(2)};
+    check_launch(cuda::qk_norm_rope_scatter(dtype_code(qkv), qkv.data_ptr(), qkv.size(2), qw.data_ptr(), kw.data_ptr(),
+                                            static_cast<float>(eps), cos.data_ptr(), sin.data_ptr(),
+                                            slots.data_ptr<int64_t>(), q.data_ptr(), k_dst.data_ptr(), ks,
+                                            v_dst.data_ptr(), vs, B, L, hq, hkv, D, stream_of(qkv)),
+                 "qk_norm_rope_scatter");
+    return q;
+  }
+#endif
+  auto heads = qkv_BLN.view({B, L, hq + 2 * hkv, D});
+  auto cos = cos_BLD.unsqueeze(2), sin = sin_BLD.unsqueeze(2);
+  auto q = rms_norm_reference(heads.narrow(2, 0, hq), qw, eps);
+  auto k = rms_norm_reference(heads.narrow(2, hq, hkv), kw, eps);
+  q = rope_reference(q, cos, sin);
+  k = rope_reference(k, cos, sin);
+  auto idx = slots_BL.to(k_dst.device()).reshape({B, 1, L, 1}).expand({B, hkv, L, D});
+  k_dst.scatter_(2, idx, k.transpose(1, 2));
+  v_dst.scatter_(2, idx, heads.narrow(2, hq + hkv, hkv).transpose(1, 2));
+  return q.transpose(1, 2).contiguous();
+}
+
+torch::Tensor silu_mul(const torch::Tensor& gu) {
+  DICE_REQUIRE(gu.dim() >= 1 && gu.size(-1) % 2 == 0, "silu_mul takes [..., 2F]; got ", gu.sizes(), ".");
+  const int64_t F = gu.size(-1) / 2;
+#if DICE_WITH_FUSED_KERNELS
+  if (on_kernels(gu)) {
+    c10::cuda::CUDAGuard guard(gu.device());
+    auto g = gu.contiguous();
+    auto sizes = g.sizes().vec();
+    sizes.back() = F;
+    auto out = torch::empty(sizes, g.options());
+    check_launch(cuda::silu_mul(dtype_code(g), g.data_ptr(), 2 * F, out.data_ptr(), g.numel() / (2 * F), F, stream_of(g)),
+                 "silu_mul");
+    return out;
+  }
+#endif
+  return torch::silu(gu.narrow(-1, 0, F)) * gu.narrow(-1, F, F);
+}
+
+}  // namespace dice::model::fused
