@@ -5,6 +5,7 @@
 // `--op-profile` counts the ATen operators one decode step dispatches (what a CUDA graph replays).
 //   dice/rollout/sampler.h   the sampler
 //   dice/model/*             model shapes, random weights, HF folder writer
+#include <ATen/Context.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
@@ -21,6 +22,7 @@
 
 #include "bench.h"
 #include "dice/model/config.h"
+#include "dice/model/fused_ops.h"
 #include "dice/model/safetensors.h"
 #include "dice/model/transformer.h"
 #include "dice/rollout/sampler.h"
@@ -28,6 +30,7 @@
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
+#include "dice/util/torch_compat.h"
 
 namespace dice::app {
 namespace {
@@ -52,6 +55,7 @@ struct SampleBenchArgs {
   int64_t check_every = 8;
   int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
   std::string graphs = "both";  // sampler.cuda_graphs: off | on | both (a row each)
+  bool no_cudnn_sdpa = false;   // SDPA without its cuDNN backend (compare attention kernels)
   double hbm_bytes_per_s = 4.8e12;
   double peak_flops = 790e12;
 };
@@ -290,7 +294,29 @@ bool check_fused_bf16(const std::string& shape, torch::Device dev) {
     kv_diff = std::max({kv_diff, (c0.k(l) - c1.k(l)).abs().max().item<double>(),
                         (c0.v(l) - c1.v(l)).abs().max().item<double>()});
   }
-  const bool ok = agree >= 0.9;
+  // The sampling kernel against the same draw in PyTorch ops (softmax, cumsum, searchsorted) on
+  // these bf16 logits: sums in another order may move a draw that sits on a boundary, no more.
+  auto rows = m->forward([&] {
+                model::ForwardArgs fa;
+                fa.ids = ids;
+                fa.positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(dev)).expand({B, L});
+                return fa;
+              }())
+                  .reshape({B * L, -1});
+  auto u = torch::rand({B * L}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
+  auto [tok, prob] = model::fused::sample_rows(rows, u, 0.7);
+  auto probs = (rows.to(torch::kFloat32) / 0.7).softmax(-1);
+  auto cdf = probs.cumsum(-1);
+  auto ref = torch::searchsorted(cdf, u.to(torch::kFloat32).unsqueeze(-1) * cdf.narrow(-1, cdf.size(-1) - 1, 1),
+                                 /*out_int32=*/false, /*right=*/true)
+                 .clamp_max(cdf.size(-1) - 1)
+                 .squeeze(-1);
+  const double draw_agree = tok.eq(ref).to(torch::kFloat32).mean().item<double>();
+  const double prob_diff = (prob - probs.gather(-1, tok.unsqueeze(-1)).squeeze(-1)).abs().max().item<double>();
+  const bool ok = agree >= 0.9 && draw_agree >= 0.99 && prob_diff < 1e-4;
+  std::printf("sample_rows vs PyTorch (%ld rows, T 0.7, %s): draws agree %.2f%%, probability max |diff| %.3g\n",
+              static_cast<long>(B * L), model::fused::have_cuda_kernels() && dev.is_cuda() ? "kernel" : "fallback",
+              100 * draw_agree, prob_diff);
   std::printf("fused-vs-unfused bf16 %s (%s, %ld x %ld tokens): argmax agree %.1f%%, logits max |diff| %.4g of max "
               "|logit| %.4g, KV cache (first, last layer) max |diff| %.4g\n",
               ok ? "PASS" : "FAIL", shape.c_str(), static_cast<long>(B), static_cast<long>(L), 100 * agree, diff, scale,
@@ -517,12 +543,20 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--work-dir", a->work_dir, "where --greedy-check writes its model");
   cmd.add_option("--fused", a->fused, "sampler.fused rows: off, on or both (also in --greedy-check, --op-profile)")
       ->check(CLI::IsMember({"off", "on", "both"}));
+  cmd.add_flag("--no-cudnn-sdpa", a->no_cudnn_sdpa, "attention without SDPA's cuDNN backend (flash / efficient)");
   cmd.add_flag("--op-profile", a->op_profile, "count the operators (about: kernels) of one decode step per shape");
   cmd.callback([a, shapes, batches, strategies] {
     a->shapes = split(*shapes);
     a->strategies = split(*strategies);
     a->batches.clear();
     for (const auto& b : split(*batches)) a->batches.push_back(std::stoll(b));
+    if (a->no_cudnn_sdpa) {
+#if DICE_TORCH_AT_LEAST(2, 6)
+      at::globalContext().setSDPUseCuDNN(false);
+#else
+      log::warn("bench sample: --no-cudnn-sdpa needs LibTorch >= 2.6; ignored");
+#endif
+    }
     if (a->greedy_check) run_greedy_check(*a);
     else if (a->op_profile) run_op_profile(*a);
     else run_throughput(*a);

@@ -25,4 +25,9 @@ int qk_norm_rope_scatter(int dtype, const void* qkv, int64_t qkv_stride, const v
 // out[t, i] = round(round(silu(gu[t, i])) * gu[t, F + i]); gu: [T, 2F] (row stride), out: [T, F].
 int silu_mul(int dtype, const void* gu, int64_t gu_stride, void* out, int64_t T, int64_t F, void* stream);
 
+// Per row n of logits [N, V] (row stride): token[n] drawn by inverse CDF from softmax(logits[n] /
+// temperature) with uniform[n] (double, in (0, 1)), and prob[n] its probability.
+int sample_rows(int dtype, const void* logits, int64_t stride, int64_t N, int64_t V, const double* uniform,
+                float temperature, int64_t* token, float* prob, void* stream);
+
 }  // namespace dice::model::fused::cuda

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
+
 #include "dice/util/error.h"
 
 #ifndef DICE_WITH_FUSED_KERNELS  // set by src/model/CMakeLists.txt when it compiles fused_kernels.cu
@@ -44,6 +46,11 @@ void check_launch(int rc, const char* kernel) {  // a failed launch is a broken 
 }
 
 void* stream_of(const torch::Tensor& x) { return c10::cuda::getCurrentCUDAStream(x.device().index()).stream(); }
+
+// The vectorised kernels move 16 bytes at a time: rows of `n` elements and the base must allow it.
+bool vec_ok(const torch::Tensor& t, int64_t n) {
+  return (n * static_cast<int64_t>(t.element_size())) % 16 == 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
 #else
 bool on_kernels(const torch::Tensor&) { return false; }
 #endif
@@ -66,7 +73,7 @@ bool have_cuda_kernels() { return DICE_WITH_FUSED_KERNELS != 0; }
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   check_weight(x, w, "RMSNorm");
 #if DICE_WITH_FUSED_KERNELS
-  if (on_kernels(x)) {
+  if (on_kernels(x) && vec_ok(x, x.size(-1)) && vec_ok(w, x.size(-1))) {
     c10::cuda::CUDAGuard guard(x.device());
     auto xc = x.contiguous();
     auto y = torch::empty_like(xc);
@@ -86,9 +93,9 @@ torch::Tensor add_rms_norm_(torch::Tensor& x, const torch::Tensor& delta, const 
                delta.sizes(), " ", delta.scalar_type(), " but the residual is ", x.sizes(), " ", x.scalar_type(), ".");
   check_weight(x, w, "RMSNorm");
 #if DICE_WITH_FUSED_KERNELS
-  if (on_kernels(x)) {
+  auto dc = delta.contiguous();
+  if (on_kernels(x) && vec_ok(x, x.size(-1)) && vec_ok(dc, x.size(-1)) && vec_ok(w, x.size(-1))) {
     c10::cuda::CUDAGuard guard(x.device());
-    auto dc = delta.contiguous();
     auto y = torch::empty_like(x);
     const int64_t H = x.size(-1);
     check_launch(cuda::rms_norm(dtype_code(x), x.data_ptr(), H, dc.data_ptr(), H, w.data_ptr(), y.data_ptr(),
@@ -156,9 +163,9 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
   DICE_REQUIRE(gu.dim() >= 1 && gu.size(-1) % 2 == 0, "silu_mul takes [..., 2F]; got ", gu.sizes(), ".");
   const int64_t F = gu.size(-1) / 2;
 #if DICE_WITH_FUSED_KERNELS
-  if (on_kernels(gu)) {
-    c10::cuda::CUDAGuard guard(gu.device());
-    auto g = gu.contiguous();
+  auto g = gu.contiguous();
+  if (on_kernels(g) && vec_ok(g, F)) {
+    c10::cuda::CUDAGuard guard(g.device());
     auto sizes = g.sizes().vec();
     sizes.back() = F;
     auto out = torch::empty(sizes, g.options());
@@ -168,6 +175,36 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
   }
 #endif
   return torch::silu(gu.narrow(-1, 0, F)) * gu.narrow(-1, F, F);
+}
+
+std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_NV, const torch::Tensor& uniform_N,
+                                                    double temperature) {
+  DICE_REQUIRE(logits_NV.dim() == 2 && logits_NV.size(1) > 0, "sample_rows takes logits [N, V]; got ",
+               logits_NV.sizes(), ".");
+  DICE_REQUIRE(uniform_N.dim() == 1 && uniform_N.size(0) == logits_NV.size(0), "sample_rows needs one uniform per row (",
+               logits_NV.size(0), "); got ", uniform_N.sizes(), ".");
+  DICE_REQUIRE(temperature > 0, "sample_rows needs a positive temperature; got ", temperature, ".");
+  const int64_t N = logits_NV.size(0), V = logits_NV.size(1);
+#if DICE_WITH_FUSED_KERNELS
+  if (on_kernels(logits_NV) && logits_NV.stride(1) == 1 && V < (int64_t{1} << 31)) {
+    c10::cuda::CUDAGuard guard(logits_NV.device());
+    auto u = uniform_N.to(logits_NV.device(), torch::kFloat64).contiguous();
+    auto tokens = torch::empty({N}, logits_NV.options().dtype(torch::kInt64));
+    auto probs = torch::empty({N}, logits_NV.options().dtype(torch::kFloat32));
+    check_launch(cuda::sample_rows(dtype_code(logits_NV), logits_NV.data_ptr(), logits_NV.stride(0), N, V,
+                                   u.data_ptr<double>(), static_cast<float>(temperature), tokens.data_ptr<int64_t>(),
+                                   probs.data_ptr<float>(), stream_of(logits_NV)),
+                 "sample_rows");
+    return {tokens, probs};
+  }
+#endif
+  auto scaled = logits_NV.to(torch::kFloat32);
+  if (temperature != 1.0) scaled = scaled / temperature;
+  auto probs = scaled.softmax(-1);
+  auto cdf = probs.cumsum(-1);
+  auto target = uniform_N.to(cdf.device(), torch::kFloat32).unsqueeze(-1) * cdf.narrow(-1, V - 1, 1);
+  auto j = torch::searchsorted(cdf, target, /*out_int32=*/false, /*right=*/true).clamp_max(V - 1);
+  return {j.squeeze(-1), probs.gather(-1, j).squeeze(-1)};
 }
 
 }  // namespace dice::model::fused

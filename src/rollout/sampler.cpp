@@ -157,7 +157,7 @@ Sampler::Sampler(model::Transformer model, SamplerConfig cfg)
   DICE_REQUIRE(I.mc.mask_token_id >= 0 && I.mc.mask_token_id < I.mc.vocab_size, "The model's mask_token_id ",
                I.mc.mask_token_id, " is outside its vocabulary of ", I.mc.vocab_size, " tokens.");
   I.strategy = parse_strategy(cfg_.strategy);
-  I.sp = SamplingParams{cfg_.temperature, cfg_.top_k, cfg_.top_p};
+  I.sp = SamplingParams{cfg_.temperature, cfg_.top_k, cfg_.top_p, cfg_.fused};
   auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(I.device);
   I.stop_ids = torch::tensor(cfg_.stop_ids.empty() ? std::vector<int64_t>{-1} : cfg_.stop_ids, torch::kInt64).to(I.device);
   I.iota_W = torch::arange(block_, i64);

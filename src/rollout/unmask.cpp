@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "dice/model/fused_ops.h"
 #include "dice/util/error.h"
 
 namespace dice::rollout {
@@ -86,8 +87,19 @@ Draw draw_tokens(const torch::Tensor& logits_BWV, const torch::Tensor& uniform_B
                  bool want_logprob) {
   DICE_CHECK(logits_BWV.dim() == 3, "logits must be [B, W, V]");
   const int64_t V = logits_BWV.size(2);
-  auto logits = logits_BWV.to(torch::kFloat32);
   Draw d;
+  const bool filtered = (p.top_k > 0 && p.top_k < V) || p.top_p < 1.0;
+  if (p.fused && !p.greedy() && !filtered) {  // one kernel on the logits as they are (no fp32 copy)
+    auto [tokens, probs] = model::fused::sample_rows(logits_BWV.reshape({-1, V}), uniform_BW.reshape({-1}), p.temperature);
+    d.tokens = tokens.view({logits_BWV.size(0), logits_BWV.size(1)});
+    d.confidence = probs.view({logits_BWV.size(0), logits_BWV.size(1)});
+    if (want_logprob) {
+      auto logits = logits_BWV.to(torch::kFloat32);
+      d.logprob = logits.gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1);
+    }
+    return d;
+  }
+  auto logits = logits_BWV.to(torch::kFloat32);
   if (p.greedy()) {
     d.tokens = logits.argmax(-1);
     const double T = p.temperature > 0 ? p.temperature : 1.0;

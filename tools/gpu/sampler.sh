@@ -50,14 +50,14 @@ echo "== 3. operators per decode step (the dispatcher's view of what a graph rep
 "$DICE" bench sample --op-profile --fused "$FUSED" --shapes "${SAMPLER_SHAPES:-sdar-1.7b,sdar-4b}" 2>&1 | tee "$OUT/sampler_ops.txt"
 
 if [[ ${SAMPLER_NCU:-0} == 1 ]]; then
-  # Kernel by kernel GPU time of about one eager decode step at batch 1 (1.7B shape): the launches
+  # Kernel by kernel GPU time of about one eager decode step at batch NCU_BATCH (default 1; 1.7B shape): the launches
   # of the warm-up run and the prefill are skipped, then NCU_COUNT kernels are timed. With
   # SAMPLER_FUSED=on the profiled run is the fused one (a step is then about 400 kernels).
-  echo "== 4. ncu: GPU time per kernel (eager, sdar-1.7b, batch 1) =="
+  echo "== 4. ncu: GPU time per kernel (eager, sdar-1.7b, batch ${NCU_BATCH:-1}) =="
   start=$(date +%s)
   ncu --clock-control none --metrics gpu__time_duration.sum --csv \
     --launch-skip "${NCU_SKIP:-$([[ $FUSED == on ]] && echo 20000 || echo 60000)}" --launch-count "${NCU_COUNT:-2500}" \
-    "$DICE" bench sample --shapes sdar-1.7b --batches 1 --strategies static --graphs off --no-peer \
+    "$DICE" bench sample --shapes sdar-1.7b --batches "${NCU_BATCH:-1}" --strategies static --graphs off --no-peer \
     --fused "$([[ $FUSED == on ]] && echo on || echo off)" \
     --prompt-len 512 --max-new-tokens 256 --phase-new 0 > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
   echo "(ncu: exit $?, $(( $(date +%s) - start )) s)"

@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace dice::model::fused {
 
@@ -39,5 +40,12 @@ torch::Tensor qk_norm_rope_scatter(const torch::Tensor& qkv_BLN, const torch::Te
 
 // SwiGLU's middle of the packed gate|up projection gu [..., 2F]: silu(gate) * up -> [..., F].
 torch::Tensor silu_mul(const torch::Tensor& gu);
+
+// An inverse-CDF draw per row of logits_NV [N, V] (any float dtype) from softmax(logits / T)
+// with uniform_N (double, in (0, 1)): the first index whose running mass exceeds u * total (as
+// torch.searchsorted(cumsum, ..., right=True), clamped to V - 1). Returns tokens (int64 [N])
+// and their probabilities (float [N]). On CUDA one kernel reads the logits in their own dtype.
+std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_NV, const torch::Tensor& uniform_N,
+                                                    double temperature);
 
 }  // namespace dice::model::fused

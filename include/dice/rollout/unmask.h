@@ -22,6 +22,7 @@ struct SamplingParams {
   double temperature = 1.0;  // 0 = greedy
   int64_t top_k = 0;         // 0 = off; 1 = greedy
   double top_p = 1.0;        // 1 = off
+  bool fused = false;        // plain sampling (no top-k / top-p) through model::fused::sample_rows
   bool greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 
