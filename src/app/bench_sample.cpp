@@ -50,7 +50,7 @@ struct SampleBenchArgs {
   std::string json_out;
   bool greedy_check = false;
   bool op_profile = false;
-  std::string fused = "off";  // sampler.fused: off | on | both (a row each)
+  std::string fused = "on";  // sampler.fused: off | on | both (a row each)
   std::string work_dir = "/tmp/dice-bench-sample";
   int64_t check_every = 8;
   int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
@@ -267,62 +267,64 @@ void run_throughput(const SampleBenchArgs& a) {
 // Greedy tokens of dice == the peer's on one random model (fp32 compute, bf16-exact weights), for
 // prompts of several lengths (the first decode block holds 0..3 prompt tokens) decoded as one batch
 // by dice and one at a time by the peer.
-// The bf16 build of the fused kernels against the unfused path: one prefill forward into a KV
-// cache (4 rows x 96 tokens, bidirectional). bf16 sums reduced in another order drift a little
-// over the layers, so this passes on argmax agreement (a wrong kernel agrees on almost nothing).
+// The bf16 build of the fused kernels: one prefill forward into a KV cache (4 rows x 96 tokens,
+// bidirectional) of the same bf16-representable weights, plain bf16 and fused bf16, each against
+// the fp32 plain forward. Summing in another order moves bf16 results a little, so the check is
+// that the fused path is about as close to fp32 as the plain path (a wrong kernel is far off).
+// Then the sampling kernel against the same draw in PyTorch ops (softmax, cumsum, searchsorted).
 bool check_fused_bf16(const std::string& shape, torch::Device dev) {
   torch::NoGradGuard ng;
-  auto m = random_model(shape, torch::kBFloat16, dev, 7, false);
-  const auto& cfg = m->config();
+  auto m32 = random_model(shape, torch::kFloat32, dev, 7, true);
+  const auto& cfg = m32->config();
+  model::Transformer m16(cfg, torch::kBFloat16, dev);
+  {
+    auto from = m32->named_parameters(true);
+    for (auto& p : m16->named_parameters(true)) p.value().copy_(from[p.key()]);
+  }
   const int64_t B = 4, L = 96;
-  auto ids = torch::randint(0, cfg.vocab_size, {B, L}, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
-  auto run = [&](bool fused, model::KVCache& cache) {
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  auto ids = torch::randint(0, cfg.vocab_size, {B, L}, i64);
+  auto run = [&](model::Transformer& m, bool fused, torch::Dtype dtype) {
+    model::KVCache cache(cfg, B, L, dtype, dev);
     model::ForwardArgs fa;
     fa.ids = ids;
-    fa.positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(dev)).expand({B, L});
+    fa.positions = torch::arange(L, i64).expand({B, L});
     fa.cache = &cache;
     fa.kv_span = L;
     fa.fused = fused;
-    return m->forward(fa).to(torch::kFloat32);
+    return m->forward(fa).to(torch::kFloat32).reshape({B * L, -1});
   };
-  model::KVCache c0(cfg, B, L, torch::kBFloat16, dev), c1(cfg, B, L, torch::kBFloat16, dev);
-  auto want = run(false, c0), got = run(true, c1);
-  const double diff = (want - got).abs().max().item<double>(), scale = want.abs().max().item<double>();
-  const double agree = want.argmax(-1).eq(got.argmax(-1)).to(torch::kFloat32).mean().item<double>();
-  double kv_diff = 0;
-  for (int64_t l = 0; l < cfg.num_hidden_layers; l += cfg.num_hidden_layers - 1) {
-    kv_diff = std::max({kv_diff, (c0.k(l) - c1.k(l)).abs().max().item<double>(),
-                        (c0.v(l) - c1.v(l)).abs().max().item<double>()});
-  }
-  // The sampling kernel against the same draw in PyTorch ops (softmax, cumsum, searchsorted) on
-  // these bf16 logits: sums in another order may move a draw that sits on a boundary, no more.
-  auto rows = m->forward([&] {
-                model::ForwardArgs fa;
-                fa.ids = ids;
-                fa.positions = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(dev)).expand({B, L});
-                return fa;
-              }())
-                  .reshape({B * L, -1});
+  auto ref = run(m32, false, torch::kFloat32), plain = run(m16, false, torch::kBFloat16),
+       fused = run(m16, true, torch::kBFloat16);
+  auto err = [&](const torch::Tensor& x) { return (x - ref).abs().mean().item<double>(); };
+  auto agree = [&](const torch::Tensor& x) { return x.argmax(-1).eq(ref.argmax(-1)).to(torch::kFloat32).mean().item<double>(); };
+  const double e_plain = err(plain), e_fused = err(fused), a_plain = agree(plain), a_fused = agree(fused);
+  const bool close = e_fused <= 1.5 * e_plain && a_fused >= a_plain - 0.03;
+  std::printf("fused bf16 %s (%s, %ld x %ld tokens, against fp32): mean |logit error| plain %.4g, fused %.4g; argmax "
+              "agrees with fp32 at plain %.1f%%, fused %.1f%%\n",
+              close ? "PASS" : "FAIL", shape.c_str(), static_cast<long>(B), static_cast<long>(L), e_plain, e_fused,
+              100 * a_plain, 100 * a_fused);
+
+  auto rows = plain.to(torch::kBFloat16);
   auto u = torch::rand({B * L}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
   auto [tok, prob] = model::fused::sample_rows(rows, u, 0.7);
   auto probs = (rows.to(torch::kFloat32) / 0.7).softmax(-1);
   auto cdf = probs.cumsum(-1);
-  auto ref = torch::searchsorted(cdf, u.to(torch::kFloat32).unsqueeze(-1) * cdf.narrow(-1, cdf.size(-1) - 1, 1),
-                                 /*out_int32=*/false, /*right=*/true)
-                 .clamp_max(cdf.size(-1) - 1)
-                 .squeeze(-1);
-  const double draw_agree = tok.eq(ref).to(torch::kFloat32).mean().item<double>();
+  auto want = torch::searchsorted(cdf, u.to(torch::kFloat32).unsqueeze(-1) * cdf.narrow(-1, cdf.size(-1) - 1, 1),
+                                  /*out_int32=*/false, /*right=*/true)
+                  .clamp_max(cdf.size(-1) - 1);
+  // Where the two draws differ, the probability mass between them: fp32 sums over ~150k
+  // elements in another order shift a cumulative sum by about 1e-5, a few tokens' worth.
+  const double gap = (cdf.gather(-1, tok.unsqueeze(-1)) - cdf.gather(-1, want)).abs().max().item<double>();
+  const double same = tok.eq(want.squeeze(-1)).to(torch::kFloat32).mean().item<double>();
   const double prob_diff = (prob - probs.gather(-1, tok.unsqueeze(-1)).squeeze(-1)).abs().max().item<double>();
-  const bool ok = agree >= 0.9 && draw_agree >= 0.99 && prob_diff < 1e-4;
-  std::printf("sample_rows vs PyTorch (%ld rows, T 0.7, %s): draws agree %.2f%%, probability max |diff| %.3g\n",
-              static_cast<long>(B * L), model::fused::have_cuda_kernels() && dev.is_cuda() ? "kernel" : "fallback",
-              100 * draw_agree, prob_diff);
-  std::printf("fused-vs-unfused bf16 %s (%s, %ld x %ld tokens): argmax agree %.1f%%, logits max |diff| %.4g of max "
-              "|logit| %.4g, KV cache (first, last layer) max |diff| %.4g\n",
-              ok ? "PASS" : "FAIL", shape.c_str(), static_cast<long>(B), static_cast<long>(L), 100 * agree, diff, scale,
-              kv_diff);
+  const bool draws_ok = gap < 1e-3 && prob_diff < 1e-4;
+  std::printf("sample_rows %s (%s, %ld rows, T 0.7, against PyTorch ops): same token %.2f%%, largest mass between "
+              "differing draws %.3g, probability max |diff| %.3g\n",
+              draws_ok ? "PASS" : "FAIL", model::fused::have_cuda_kernels() && dev.is_cuda() ? "kernel" : "fallback",
+              static_cast<long>(B * L), 100 * same, gap, prob_diff);
   std::fflush(stdout);
-  return ok;
+  return close && draws_ok;
 }
 
 void run_greedy_check(const SampleBenchArgs& a) {
@@ -349,6 +351,7 @@ void run_greedy_check(const SampleBenchArgs& a) {
   c.max_batch = static_cast<int64_t>(prompts.size());
   c.max_len = 130 + max_new + 8;
   c.cuda_graphs = false;  // the plain path first; the graph path below
+  c.fused = false;       // and the fused one after
   rollout::Sampler s(m, c);
   auto recs = s.generate(prompts);
   std::vector<rollout::SampleRecord> graph_recs;

@@ -413,6 +413,7 @@ TEST(Sampler, FusedForwardsGiveTheSameTokens) {
     c.strategy = strategy;
     c.threshold = 0.6;
     c.record_logprobs = true;
+    c.fused = false;
     auto want = Sampler(m, c).generate(prompts);
     c.fused = true;
     auto got = Sampler(m, c).generate(prompts);

@@ -10,7 +10,7 @@
 # Override lengths with SAMPLER_NEW (dice new tokens, default 256), SAMPLER_PEER_NEW (peer, 64),
 # SAMPLER_GREEDY_NEW (64); SAMPLER_SHAPES / _BATCHES / _STRATEGIES narrow the grid; SAMPLER_GRAPHS
 # (off | on | both, default both) adds rows with sampler.cuda_graphs; SAMPLER_FUSED (off | on | both,
-# default off) the same for sampler.fused (the greedy check then also compares the fused kernels'
+# default on) the same for sampler.fused (the greedy check then also compares the fused kernels'
 # bf16 logits with the plain path); PYTHON picks the interpreter with torch + transformers.
 #  3. operators per decode step (`dice bench sample --op-profile`), written to $OUT/sampler_ops.txt.
 #  4. with SAMPLER_NCU=1: ncu's GPU time per kernel over about one eager step (NCU_SKIP launches
@@ -23,7 +23,7 @@ PY=${PYTHON:-python3}
 NEW=${SAMPLER_NEW:-256}
 PEER_NEW=${SAMPLER_PEER_NEW:-64}
 GREEDY_NEW=${SAMPLER_GREEDY_NEW:-64}
-FUSED=${SAMPLER_FUSED:-off}  # off | on | both: rows (and greedy / op counts) with sampler.fused
+FUSED=${SAMPLER_FUSED:-on}  # off | on | both: rows (and greedy / op counts) with sampler.fused
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" \
   || echo "WARNING: transformers missing: the peer falls back to its own PyTorch Qwen3"
@@ -52,13 +52,13 @@ echo "== 3. operators per decode step (the dispatcher's view of what a graph rep
 if [[ ${SAMPLER_NCU:-0} == 1 ]]; then
   # Kernel by kernel GPU time of about one eager decode step at batch NCU_BATCH (default 1; 1.7B shape): the launches
   # of the warm-up run and the prefill are skipped, then NCU_COUNT kernels are timed. With
-  # SAMPLER_FUSED=on the profiled run is the fused one (a step is then about 400 kernels).
+  # SAMPLER_FUSED on or both the profiled run is the fused one (a step is then about 400 kernels).
   echo "== 4. ncu: GPU time per kernel (eager, sdar-1.7b, batch ${NCU_BATCH:-1}) =="
   start=$(date +%s)
   ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-    --launch-skip "${NCU_SKIP:-$([[ $FUSED == on ]] && echo 20000 || echo 60000)}" --launch-count "${NCU_COUNT:-2500}" \
+    --launch-skip "${NCU_SKIP:-$([[ $FUSED == off ]] && echo 60000 || echo 20000)}" --launch-count "${NCU_COUNT:-2500}" \
     "$DICE" bench sample --shapes sdar-1.7b --batches "${NCU_BATCH:-1}" --strategies static --graphs off --no-peer \
-    --fused "$([[ $FUSED == on ]] && echo on || echo off)" \
+    --fused "$([[ $FUSED == off ]] && echo off || echo on)" \
     --prompt-len 512 --max-new-tokens 256 --phase-new 0 > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
   echo "(ncu: exit $?, $(( $(date +%s) - start )) s)"
   "$PY" tools/gpu/ncu_summary.py "$OUT/ncu.csv" 30 | tee "$OUT/sampler_ncu.txt"

@@ -67,7 +67,7 @@ struct SamplerConfig {
   bool time_phases = false;  // synchronise the device around each phase and time it (dice bench)
   bool cuda_graphs = true;  // on a GPU: fixed-shape decode steps, captured as CUDA graphs and replayed
   bool fixed_shapes = false;  // the same fixed-shape steps on any device, without graphs (tests)
-  bool fused = false;  // model::ForwardArgs::fused (packed GEMMs, fused kernels) for the sampler's forwards
+  bool fused = true;  // model::ForwardArgs::fused (packed GEMMs, fused kernels) and fused::sample_rows
   int64_t graph_span_step = 128;  // key-span bucket of the fixed shapes
   int64_t max_graphs = 64;        // captured shapes kept (more shapes run eagerly)
 
