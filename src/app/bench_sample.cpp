@@ -56,6 +56,7 @@ struct SampleBenchArgs {
   int64_t phase_new = 256;  // new tokens of the extra phase-timed run (0 = none)
   std::string graphs = "both";  // sampler.cuda_graphs: off | on | both (a row each)
   bool no_cudnn_sdpa = false;   // SDPA without its cuDNN backend (compare attention kernels)
+  bool no_decode_kernel = false;  // sampler.fused's block-decode attention through SDPA instead
   double hbm_bytes_per_s = 4.8e12;
   double peak_flops = 790e12;
 };
@@ -281,32 +282,57 @@ bool check_fused_bf16(const std::string& shape, torch::Device dev) {
     auto from = m32->named_parameters(true);
     for (auto& p : m16->named_parameters(true)) p.value().copy_(from[p.key()]);
   }
-  const int64_t B = 4, L = 96;
+  // 40 rows: the decode below then fills the GPU without splitting the keys; its 4-row view splits.
+  const int64_t B = 40, L = 96, W = 4;
   auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev);
   auto ids = torch::randint(0, cfg.vocab_size, {B, L}, i64);
-  auto run = [&](model::Transformer& m, bool fused, torch::Dtype dtype) {
-    model::KVCache cache(cfg, B, L, dtype, dev);
+  model::KVCache c32(cfg, B, 128, torch::kFloat32, dev), cp(cfg, B, 128, torch::kBFloat16, dev),
+      cf(cfg, B, 128, torch::kBFloat16, dev);
+  auto run = [&](model::Transformer& m, model::KVCache& cache, bool fused, const torch::Tensor& in,
+                 const torch::Tensor& pos, const torch::Tensor& kv_lengths) {
     model::ForwardArgs fa;
-    fa.ids = ids;
-    fa.positions = torch::arange(L, i64).expand({B, L});
+    fa.ids = in;
+    fa.positions = pos;
     fa.cache = &cache;
     fa.kv_span = L;
+    fa.kv_lengths = kv_lengths;
     fa.fused = fused;
-    return m->forward(fa).to(torch::kFloat32).reshape({B * L, -1});
+    return m->forward(fa).to(torch::kFloat32).reshape({in.numel(), -1});
   };
-  auto ref = run(m32, false, torch::kFloat32), plain = run(m16, false, torch::kBFloat16),
-       fused = run(m16, true, torch::kBFloat16);
-  auto err = [&](const torch::Tensor& x) { return (x - ref).abs().mean().item<double>(); };
-  auto agree = [&](const torch::Tensor& x) { return x.argmax(-1).eq(ref.argmax(-1)).to(torch::kFloat32).mean().item<double>(); };
-  const double e_plain = err(plain), e_fused = err(fused), a_plain = agree(plain), a_fused = agree(fused);
-  const bool close = e_fused <= 1.5 * e_plain && a_fused >= a_plain - 0.03;
-  std::printf("fused bf16 %s (%s, %ld x %ld tokens, against fp32): mean |logit error| plain %.4g, fused %.4g; argmax "
-              "agrees with fp32 at plain %.1f%%, fused %.1f%%\n",
-              close ? "PASS" : "FAIL", shape.c_str(), static_cast<long>(B), static_cast<long>(L), e_plain, e_fused,
-              100 * a_plain, 100 * a_fused);
+  bool all_close = true;
+  torch::Tensor plain_logits;
+  auto compare = [&](const char* what, const torch::Tensor& ref, const torch::Tensor& plain, const torch::Tensor& fused) {
+    auto err = [&](const torch::Tensor& x) { return (x - ref).abs().mean().item<double>(); };
+    auto agree = [&](const torch::Tensor& x) {
+      return x.argmax(-1).eq(ref.argmax(-1)).to(torch::kFloat32).mean().item<double>();
+    };
+    const double e_plain = err(plain), e_fused = err(fused), a_plain = agree(plain), a_fused = agree(fused);
+    const bool close = e_fused <= 1.5 * e_plain && a_fused >= a_plain - 0.03;
+    std::printf("fused bf16 %s (%s, %s, against fp32): mean |logit error| plain %.4g, fused %.4g; argmax agrees with "
+                "fp32 at plain %.1f%%, fused %.1f%%\n",
+                close ? "PASS" : "FAIL", shape.c_str(), what, e_plain, e_fused, 100 * a_plain, 100 * a_fused);
+    all_close = all_close && close;
+  };
+  {
+    auto pos = torch::arange(L, i64).expand({B, L});
+    torch::Tensor none;
+    auto ref = run(m32, c32, false, ids, pos, none);
+    plain_logits = run(m16, cp, false, ids, pos, none);
+    compare("prefill 40 x 96 tokens", ref, plain_logits, run(m16, cf, true, ids, pos, none));
+  }
+  // A decode step of rows at different lengths (kv_lengths; fused: the decode-attention kernel).
+  auto start = 20 + torch::arange(B, i64).mul(7).remainder(L - 20 - W + 1);
+  auto block = torch::randint(0, cfg.vocab_size, {B, W}, i64);
+  for (int64_t rows : {B, int64_t{4}}) {
+    auto v32 = c32.rows(0, rows), vp = cp.rows(0, rows), vf = cf.rows(0, rows);
+    auto st = start.narrow(0, 0, rows), in = block.narrow(0, 0, rows);
+    auto pos = st.unsqueeze(1) + torch::arange(W, i64).unsqueeze(0), lens = st + W;
+    compare(rows == B ? "decode 40 rows x 4 tokens" : "decode 4 rows x 4 tokens (keys split)", run(m32, v32, false, in, pos, lens),
+            run(m16, vp, false, in, pos, lens), run(m16, vf, true, in, pos, lens));
+  }
 
-  auto rows = plain.to(torch::kBFloat16);
-  auto u = torch::rand({B * L}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
+  auto rows = plain_logits.narrow(0, 0, 384).to(torch::kBFloat16);
+  auto u = torch::rand({rows.size(0)}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
   auto [tok, prob] = model::fused::sample_rows(rows, u, 0.7);
   auto probs = (rows.to(torch::kFloat32) / 0.7).softmax(-1);
   auto cdf = probs.cumsum(-1);
@@ -322,9 +348,9 @@ bool check_fused_bf16(const std::string& shape, torch::Device dev) {
   std::printf("sample_rows %s (%s, %ld rows, T 0.7, against PyTorch ops): same token %.2f%%, largest mass between "
               "differing draws %.3g, probability max |diff| %.3g\n",
               draws_ok ? "PASS" : "FAIL", model::fused::have_cuda_kernels() && dev.is_cuda() ? "kernel" : "fallback",
-              static_cast<long>(B * L), 100 * same, gap, prob_diff);
+              static_cast<long>(rows.size(0)), 100 * same, gap, prob_diff);
   std::fflush(stdout);
-  return close && draws_ok;
+  return all_close && draws_ok;
 }
 
 void run_greedy_check(const SampleBenchArgs& a) {
@@ -547,6 +573,7 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--fused", a->fused, "sampler.fused rows: off, on or both (also in --greedy-check, --op-profile)")
       ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--no-cudnn-sdpa", a->no_cudnn_sdpa, "attention without SDPA's cuDNN backend (flash / efficient)");
+  cmd.add_flag("--no-decode-kernel", a->no_decode_kernel, "fused: block-decode attention by SDPA, not our kernel");
   cmd.add_flag("--op-profile", a->op_profile, "count the operators (about: kernels) of one decode step per shape");
   cmd.callback([a, shapes, batches, strategies] {
     a->shapes = split(*shapes);
@@ -560,6 +587,7 @@ void setup(CLI::App& cmd) {
       log::warn("bench sample: --no-cudnn-sdpa needs LibTorch >= 2.6; ignored");
 #endif
     }
+    if (a->no_decode_kernel) model::fused::enable_decode_attention_kernel(false);
     if (a->greedy_check) run_greedy_check(*a);
     else if (a->op_profile) run_op_profile(*a);
     else run_throughput(*a);

@@ -30,4 +30,15 @@ int silu_mul(int dtype, const void* gu, int64_t gu_stride, void* out, int64_t T,
 int sample_rows(int dtype, const void* logits, int64_t stride, int64_t N, int64_t V, const double* uniform,
                 float temperature, int64_t* token, float* prob, void* stream);
 
+// Block-decode attention (bf16 / fp16, D 64 or 128, (Hq / Hkv) * L <= 16): q [B, Hq, L, D]
+// contiguous; k / v [B, Hkv, S, D] (strides in elements for the first three dimensions); row b
+// attends keys [0, kv_len[b]) (kv_len null: [0, k_all)); out [B, L, Hq, D]. With splits > 1 the
+// keys are cut into that many pieces merged through part_o [splits, B, Hkv, 16, D] and part_ml
+// [splits, B, Hkv, 16, 2] (fp32 scratch).
+int decode_attention_splits(int64_t B, int64_t Hkv, int64_t K, int sms);
+int decode_attention(int dtype, const void* q, const void* k, const int64_t* k_strides, const void* v,
+                     const int64_t* v_strides, const int64_t* kv_len, int64_t k_all, int64_t B, int64_t Hq,
+                     int64_t Hkv, int64_t L, int64_t D, float scale, int splits, void* out, float* part_o,
+                     float* part_ml, void* stream);
+
 }  // namespace dice::model::fused::cuda

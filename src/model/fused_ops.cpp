@@ -4,9 +4,11 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "dice/util/error.h"
+#include "dice/util/torch_compat.h"
 
 #ifndef DICE_WITH_FUSED_KERNELS  // set by src/model/CMakeLists.txt when it compiles fused_kernels.cu
 #define DICE_WITH_FUSED_KERNELS 0
@@ -175,6 +177,66 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
   }
 #endif
   return torch::silu(gu.narrow(-1, 0, F)) * gu.narrow(-1, F, F);
+}
+
+namespace {
+std::atomic<bool> decode_kernel_on{true};
+}  // namespace
+
+void enable_decode_attention_kernel(bool on) { decode_kernel_on = on; }
+
+torch::Tensor decode_attention(const torch::Tensor& q_BHLD, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                               const torch::Tensor& kv_lengths_B, int64_t K, double scale) {
+  DICE_REQUIRE(q_BHLD.dim() == 4 && k_cache.dim() == 4 && v_cache.sizes() == k_cache.sizes(),
+               "decode_attention takes q [B, Hq, L, D] and a K/V cache [B, Hkv, S, D]; got ", q_BHLD.sizes(), ", ",
+               k_cache.sizes(), " and ", v_cache.sizes(), ".");
+  const int64_t B = q_BHLD.size(0), Hq = q_BHLD.size(1), L = q_BHLD.size(2), D = q_BHLD.size(3);
+  const int64_t Hkv = k_cache.size(1);
+  DICE_REQUIRE(k_cache.size(0) == B && k_cache.size(3) == D && Hkv > 0 && Hq % Hkv == 0 && K > 0 && K <= k_cache.size(2),
+               "decode_attention: the cache ", k_cache.sizes(), " does not fit q ", q_BHLD.sizes(), " and K ", K, ".");
+  DICE_REQUIRE(!kv_lengths_B.defined() || (kv_lengths_B.dim() == 1 && kv_lengths_B.size(0) == B),
+               "decode_attention: kv_lengths must be [", B, "]; got ", kv_lengths_B.sizes(), ".");
+#if DICE_WITH_FUSED_KERNELS
+  const auto st = q_BHLD.scalar_type();
+  auto cache_ok = [&](const torch::Tensor& c) {
+    return c.scalar_type() == st && c.stride(3) == 1 && vec_ok(c, D) && (c.stride(0) * c.element_size()) % 16 == 0 &&
+           (c.stride(1) * c.element_size()) % 16 == 0 && (c.stride(2) * c.element_size()) % 16 == 0;
+  };
+  if (decode_kernel_on && on_kernels(q_BHLD) && (st == torch::kBFloat16 || st == torch::kFloat16) && (D == 64 || D == 128) &&
+      (Hq / Hkv) * L <= 16 && cache_ok(k_cache) && cache_ok(v_cache)) {
+    c10::cuda::CUDAGuard guard(q_BHLD.device());
+    static int sms[64] = {0};
+    const int dev = q_BHLD.device().index();
+    if (dev < 64 && sms[dev] == 0) cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
+    const int splits = cuda::decode_attention_splits(B, Hkv, K, dev < 64 && sms[dev] > 0 ? sms[dev] : 132);
+    auto q = q_BHLD.contiguous();
+    auto out = torch::empty({B, L, Hq * D}, q.options());
+    torch::Tensor part_o, part_ml, lengths;
+    if (splits > 1) {
+      part_o = torch::empty({splits, B, Hkv, 16, D}, q.options().dtype(torch::kFloat32));
+      part_ml = torch::empty({splits, B, Hkv, 16, 2}, q.options().dtype(torch::kFloat32));
+    }
+    if (kv_lengths_B.defined()) lengths = kv_lengths_B.to(q.device(), torch::kInt64).contiguous();
+    const int64_t ks[3] = {k_cache.stride(0), k_cache.stride(1), k_cache.stride(2)};
+    const int64_t vs[3] = {v_cache.stride(0), v_cache.stride(1), v_cache.stride(2)};
+    check_launch(cuda::decode_attention(dtype_code(q), q.data_ptr(), k_cache.data_ptr(), ks, v_cache.data_ptr(), vs,
+                                        lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr, K, B, Hq, Hkv, L, D,
+                                        static_cast<float>(scale), splits, out.data_ptr(),
+                                        splits > 1 ? part_o.data_ptr<float>() : nullptr,
+                                        splits > 1 ? part_ml.data_ptr<float>() : nullptr, stream_of(q)),
+                 "decode_attention");
+    return out;
+  }
+#endif
+  torch::Tensor mask;
+  if (kv_lengths_B.defined()) {
+    auto keys = torch::arange(K, kv_lengths_B.options().dtype(torch::kInt64).device(q_BHLD.device()));
+    mask = (keys.view({1, 1, 1, K}) < kv_lengths_B.to(q_BHLD.device(), torch::kInt64).view({B, 1, 1, 1}))
+               .expand({B, 1, L, K});
+  }
+  auto o = compat::sdpa_gqa(q_BHLD, k_cache.narrow(2, 0, K), v_cache.narrow(2, 0, K),
+                            compat::prepare_attention_mask(mask, Hq / Hkv, q_BHLD.scalar_type()), scale);
+  return o.transpose(1, 2).reshape({B, L, Hq * D});
 }
 
 std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_NV, const torch::Tensor& uniform_N,

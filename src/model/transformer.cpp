@@ -115,6 +115,11 @@ class AttentionImpl : public torch::nn::Module {
     }
     auto q_BHLD = fused::qk_norm_rope_scatter(qkv_BLN, q_norm->weight, k_norm->weight, q_norm->eps, cos_BLD, sin_BLD,
                                               slots_BL, k_dst, v_dst, hq, hkv);
+    if (a.cache && !mask.defined()) {  // block decode (or a bidirectional prefill) over the cache
+      const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+      auto o_BLN = fused::decode_attention(q_BHLD, k_dst, v_dst, a.kv_lengths, a.kv_span, scale);
+      return torch::linear(o_BLN, o_proj->weight);
+    }
     const int64_t K = a.cache ? a.kv_span : L;
     return attend(q_BHLD, k_dst.narrow(2, 0, K), v_dst.narrow(2, 0, K), mask);
   }
@@ -279,6 +284,11 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
     DICE_REQUIRE(a.kv_span > 0 && a.kv_span <= a.cache->max_len(), "kv_span ", a.kv_span, " must be in [1, ",
                  a.cache->max_len(), "] (the cache length).");
   }
+  if (a.kv_lengths.defined()) {
+    DICE_REQUIRE(a.cache && !a.mask.defined() && a.kv_lengths.dim() == 1 && a.kv_lengths.size(0) == B,
+                 "kv_lengths needs a KV cache, no mask, and one length per row [", B, "]; got ", a.kv_lengths.sizes(),
+                 a.cache ? "" : " without a cache", a.mask.defined() ? " with a mask" : "", ".");
+  }
   if (a.mask.defined()) {
     DICE_REQUIRE(a.mask.dim() == 4 && (a.mask.size(0) == B || a.mask.size(0) == 1) && a.mask.size(1) == 1 &&
                      a.mask.size(2) == L && a.mask.size(3) == K,
@@ -298,8 +308,13 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
   sin_BLD = torch::cat({sin_BLD.narrow(-1, 0, half).neg(), sin_BLD.narrow(-1, half, half)}, -1);
 
   // The mask in the form every layer's attention takes (folded over GQA groups, maybe additive).
-  auto mask = compat::prepare_attention_mask(a.mask.defined() ? a.mask.to(device_) : a.mask,
-                                             cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_);
+  // kv_lengths: the fused path hands them to fused::decode_attention; the plain one masks.
+  torch::Tensor bool_mask = a.mask.defined() ? a.mask.to(device_) : a.mask;
+  if (a.kv_lengths.defined() && !a.fused) {
+    auto keys = torch::arange(K, positions_BL.options());
+    bool_mask = (keys.view({1, 1, 1, K}) < a.kv_lengths.to(device_, torch::kInt64).view({B, 1, 1, 1})).expand({B, 1, L, K});
+  }
+  auto mask = compat::prepare_attention_mask(bool_mask, cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_);
 
   auto x_BLH = torch::embedding(embed_weight_, a.ids.to(device_));
   const int64_t n = cfg_.num_hidden_layers;

@@ -410,7 +410,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
     model::ForwardArgs fa;
     fa.ids = st.tokens;
     fa.positions = pos.unsqueeze(1) + I.iota_W;
-    fa.mask = model::decode_mask(pos, W, sb);
+    fa.kv_lengths = pos + W;  // each row attends its prompt and this block
     fa.cache = view.get();
     fa.kv_span = sb;
     fa.fused = cfg_.fused;
@@ -528,7 +528,7 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
       model::ForwardArgs fa;
       fa.ids = I.st.tokens;
       fa.positions = I.pos.unsqueeze(1) + I.iota_W;
-      if (!same) fa.mask = model::decode_mask(I.pos, W, span);  // all rows aligned: no mask needed
+      if (!same) fa.kv_lengths = I.pos + W;  // all rows aligned: every row attends the whole span
       fa.cache = view.get();
       fa.kv_span = span;
       fa.fused = cfg_.fused;

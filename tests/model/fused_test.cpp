@@ -84,8 +84,21 @@ void expect_paths_agree(Transformer& m, const char* what) {
   auto dpos = lengths.unsqueeze(1) + torch::arange(bs, torch::kInt64).unsqueeze(0);
   const int64_t span = Lp + bs;
   auto dmask = decode_mask(lengths, bs, span);
-  EXPECT_LT(max_abs(run(false, &c_plain, block, dpos, dmask, span), run(true, &c_fused, block, dpos, dmask, span)), 1e-5)
-      << what;
+  auto want = run(false, &c_plain, block, dpos, dmask, span);
+  EXPECT_LT(max_abs(want, run(true, &c_fused, block, dpos, dmask, span)), 1e-5) << what;
+  // kv_lengths (each row attends slots [0, length)) instead of the decode mask, plain and fused.
+  for (bool fused : {false, true}) {
+    ForwardArgs a;
+    a.ids = block;
+    a.positions = dpos;
+    a.cache = fused ? &c_fused : &c_plain;
+    a.kv_span = span;
+    a.kv_lengths = lengths + bs;
+    a.fused = fused;
+    EXPECT_LT(max_abs(want, m->forward(a)), 1e-5) << what << (fused ? " fused" : " plain") << " with kv_lengths";
+    a.mask = dmask;  // one or the other
+    EXPECT_THROW(m->forward(a), Error);
+  }
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {  // K/V written to the same slots
     EXPECT_LT(max_abs(c_plain.k(l), c_fused.k(l)), 1e-6) << what << " layer " << l;
     EXPECT_LT(max_abs(c_plain.v(l), c_fused.v(l)), 1e-6) << what << " layer " << l;

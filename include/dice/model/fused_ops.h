@@ -41,6 +41,16 @@ torch::Tensor qk_norm_rope_scatter(const torch::Tensor& qkv_BLN, const torch::Te
 // SwiGLU's middle of the packed gate|up projection gu [..., 2F]: silu(gate) * up -> [..., F].
 torch::Tensor silu_mul(const torch::Tensor& gu);
 
+// Attention of q_BHLD [B, Hq, L, D] over the first K slots of a KV cache k / v [B, Hkv, S, D],
+// row b attending slots [0, kv_lengths_B[b]) (undefined: all K), softmax scale `scale`. Returns
+// [B, L, Hq * D] (the o_proj input). On CUDA, for bf16 / fp16, D 64 or 128 and (Hq / Hkv) * L
+// <= 16 (block decode), one tensor-core kernel (split over the keys when the batch is small);
+// otherwise SDPA with the equivalent mask.
+// Process-wide switch for benchmarks: false sends decode_attention to SDPA (default true).
+void enable_decode_attention_kernel(bool on);
+torch::Tensor decode_attention(const torch::Tensor& q_BHLD, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                               const torch::Tensor& kv_lengths_B, int64_t K, double scale);
+
 // An inverse-CDF draw per row of logits_NV [N, V] (any float dtype) from softmax(logits / T)
 // with uniform_N (double, in (0, 1)): the first index whose running mass exceeds u * total (as
 // torch.searchsorted(cumsum, ..., right=True), clamped to V - 1). Returns tokens (int64 [N])

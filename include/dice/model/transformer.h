@@ -27,6 +27,8 @@ struct ForwardArgs {
                             // K = kv_span with one. Undefined = full bidirectional attention.
   KVCache* cache = nullptr; // optional: write the new K/V at `positions`, attend cache[:kv_span]
   int64_t kv_span = 0;
+  torch::Tensor kv_lengths; // optional int64 [B], with a cache and instead of a mask: row b attends
+                            // slots [0, kv_lengths[b]) (block decode; fused: one attention kernel)
   torch::Tensor logits_at;  // optional int64 [N]: flat indices into B*L; lm_head runs only there
   // Inference only (needs torch::NoGradGuard): q|k|v and gate|up each as one GEMM over packed
   // weights, and the small operators as fused kernels (fused_ops.h): the residual add with the
