@@ -12,20 +12,12 @@
 #include "dice/model/masks.h"
 #include "dice/model/transformer.h"
 #include "dice/util/error.h"
+#include "model/tiny_model.h"
 
 namespace dice::model {
 namespace {
 
-Transformer tiny_model(uint64_t seed = 3) {
-  auto cfg = ModelConfig::preset("tiny");
-  Transformer m(cfg, torch::kFloat32, torch::kCPU);
-  m->load_weights(init_random_weights(cfg, seed, torch::kFloat32));
-  torch::NoGradGuard g;
-  for (auto& p : m->named_parameters()) {
-    if (p.key().find("norm") != std::string::npos) p.value().uniform_(0.5, 1.5);
-  }
-  return m;
-}
+Transformer tiny_model(uint64_t seed = 3) { return testing::tiny_model(seed); }
 
 double max_abs(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 

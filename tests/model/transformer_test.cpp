@@ -11,22 +11,13 @@
 
 #include "dice/model/masks.h"
 #include "dice/util/error.h"
+#include "model/tiny_model.h"
 #include "dice/util/fs.h"
 
 namespace dice::model {
 namespace {
 
-Transformer tiny_model(uint64_t seed = 11) {
-  auto cfg = ModelConfig::preset("tiny");
-  Transformer m(cfg, torch::kFloat32, torch::kCPU);
-  m->load_weights(init_random_weights(cfg, seed, torch::kFloat32));
-  // Non-trivial norm weights, so a mixed-up norm would show.
-  torch::NoGradGuard g;
-  for (auto& p : m->named_parameters()) {
-    if (p.key().find("norm") != std::string::npos) p.value().uniform_(0.5, 1.5);
-  }
-  return m;
-}
+using testing::tiny_model;
 
 torch::Tensor arange_positions(int64_t B, int64_t L) {
   return torch::arange(L, torch::kInt64).unsqueeze(0).expand({B, L}).contiguous();

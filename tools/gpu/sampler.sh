@@ -12,6 +12,8 @@
 # (off | on | both, default both) adds rows with sampler.cuda_graphs; SAMPLER_FUSED (off | on | both,
 # default on) the same for sampler.fused (the greedy check then also compares the fused kernels'
 # bf16 logits with the plain path); PYTHON picks the interpreter with torch + transformers.
+# SAMPLER_LONG_NEW (e.g. 4096) adds a batch-128 static row of that many new tokens per shape in
+# SAMPLER_LONG_SHAPES (default sdar-1.7b), without the peer: about 3 minutes for 1.7B.
 #  3. operators per decode step (`dice bench sample --op-profile`), written to $OUT/sampler_ops.txt.
 #  4. with SAMPLER_NCU=1: ncu's GPU time per kernel over about one eager step (NCU_SKIP launches
 #     skipped, NCU_COUNT timed), summarised by tools/gpu/ncu_summary.py into $OUT/sampler_ncu.txt.
@@ -44,6 +46,11 @@ start=$(date +%s)
   --phase-new "${PHASE_NEW:-128}" --json "$OUT/sampler_bench.json" 2>&1 | tee "$OUT/sampler_bench.txt"
 bench_rc=${PIPESTATUS[0]}
 echo "(benchmark: exit $bench_rc, $(( $(date +%s) - start )) s)"
+if [[ -n ${SAMPLER_LONG_NEW:-} ]]; then  # e.g. 4096: the issue's length, where the roofline is judged (no peer)
+  "$DICE" bench sample --shapes "${SAMPLER_LONG_SHAPES:-sdar-1.7b}" --batches 128 --strategies static --graphs on \
+    --fused "$([[ $FUSED == off ]] && echo off || echo on)" --no-peer --prompt-len 512 --max-new-tokens "$SAMPLER_LONG_NEW" \
+    --phase-new 0 --json "$OUT/sampler_long.json" 2>&1 | tee "$OUT/sampler_long.txt"
+fi
 echo "targets: batch 128 static >= 6x peer and >= 50% of roofline; batch 1 >= 10x peer"
 
 echo "== 3. operators per decode step (the dispatcher's view of what a graph replays) =="
