@@ -268,9 +268,10 @@ void run_throughput(const SampleBenchArgs& a) {
 // Greedy tokens of dice == the peer's on one random model (fp32 compute, bf16-exact weights), for
 // prompts of several lengths (the first decode block holds 0..3 prompt tokens) decoded as one batch
 // by dice and one at a time by the peer.
-// The bf16 build of the fused kernels: one prefill forward into a KV cache (4 rows x 96 tokens,
-// bidirectional) of the same bf16-representable weights, plain bf16 and fused bf16, each against
-// the fp32 plain forward. Summing in another order moves bf16 results a little, so the check is
+// The bf16 build of the fused kernels: a prefill forward into a KV cache (40 rows x 96 tokens,
+// bidirectional), then a decode step of rows at different lengths (all 40 rows, and 4 rows so
+// the attention kernel splits the keys), each with the same bf16-representable weights, plain
+// bf16 and fused bf16 against the fp32 plain forward. Summing in another order moves bf16 results a little, so the check is
 // that the fused path is about as close to fp32 as the plain path (a wrong kernel is far off).
 // Then the sampling kernel against the same draw in PyTorch ops (softmax, cumsum, searchsorted).
 bool check_fused_bf16(const std::string& shape, torch::Device dev) {
@@ -538,7 +539,7 @@ void run_op_profile(const SampleBenchArgs& a) {
       std::sort(rows.rbegin(), rows.rend());
       std::printf("%s (%ld layers, %s, %s%s): %.0f operators per decode step, %.1f per layer\n", shape.c_str(),
                   static_cast<long>(cfg.num_hidden_layers), dev.str().c_str(), dtype == torch::kBFloat16 ? "bf16" : "fp32",
-                  fused ? ", fused: own kernels uncounted, 4 per layer" : "", total, total / static_cast<double>(cfg.num_hidden_layers));
+                  fused ? ", fused: our own CUDA kernels, 5 per layer, are not counted" : "", total, total / static_cast<double>(cfg.num_hidden_layers));
       for (const auto& [per, name] : rows) std::printf("  %8.1f  %s\n", per, name.c_str());
       std::fflush(stdout);
     }

@@ -53,8 +53,6 @@ void* stream_of(const torch::Tensor& x) { return c10::cuda::getCurrentCUDAStream
 bool vec_ok(const torch::Tensor& t, int64_t n) {
   return (n * static_cast<int64_t>(t.element_size())) % 16 == 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
 }
-#else
-bool on_kernels(const torch::Tensor&) { return false; }
 #endif
 
 }  // namespace
@@ -246,8 +244,9 @@ std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_
   DICE_REQUIRE(uniform_N.dim() == 1 && uniform_N.size(0) == logits_NV.size(0), "sample_rows needs one uniform per row (",
                logits_NV.size(0), "); got ", uniform_N.sizes(), ".");
   DICE_REQUIRE(temperature > 0, "sample_rows needs a positive temperature; got ", temperature, ".");
-  const int64_t N = logits_NV.size(0), V = logits_NV.size(1);
+  const int64_t V = logits_NV.size(1);
 #if DICE_WITH_FUSED_KERNELS
+  const int64_t N = logits_NV.size(0);
   if (on_kernels(logits_NV) && logits_NV.stride(1) == 1 && V < (int64_t{1} << 31)) {
     c10::cuda::CUDAGuard guard(logits_NV.device());
     auto u = uniform_N.to(logits_NV.device(), torch::kFloat64).contiguous();

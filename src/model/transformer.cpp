@@ -140,7 +140,7 @@ class AttentionImpl : public torch::nn::Module {
     return torch::linear(o_BHLD.transpose(1, 2).reshape({B, L, hq * d}), o_proj->weight);
   }
 
-  torch::Tensor qkv_;  // q|k|v_proj rows (packed_rows), made by the first fused forward
+  torch::Tensor qkv_;  // q|k|v_proj rows (packed_rows): made at construction, remade if a parameter moved
 };
 TORCH_MODULE(Attention);
 
@@ -163,7 +163,7 @@ class MlpImpl : public torch::nn::Module {
   Weight gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
-  torch::Tensor gate_up_;  // gate|up_proj rows (packed_rows), made by the first fused forward
+  torch::Tensor gate_up_;  // gate|up_proj rows (packed_rows): made at construction, remade if one moved
 };
 TORCH_MODULE(Mlp);
 

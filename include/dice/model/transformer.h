@@ -32,8 +32,9 @@ struct ForwardArgs {
   torch::Tensor logits_at;  // optional int64 [N]: flat indices into B*L; lm_head runs only there
   // Inference only (needs torch::NoGradGuard): q|k|v and gate|up each as one GEMM over packed
   // weights, and the small operators as fused kernels (fused_ops.h): the residual add with the
-  // next RMSNorm, q/k norm + RoPE + K/V write, SiLU * up. HF's rounding points are kept; fp32
-  // sums are reduced in another order, so an element can differ by about an ulp.
+  // next RMSNorm, q/k norm + RoPE + K/V write, SiLU * up, and block-decode attention over the
+  // cache. HF's rounding points are kept; fp32 sums are reduced in another order, so an element
+  // can differ by about an ulp (bf16 attention: as flash attention, P is rounded to bf16).
   bool fused = false;
 };
 

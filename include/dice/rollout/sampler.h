@@ -91,7 +91,7 @@ struct SamplerConfig {
     v("time_phases", time_phases, "synchronise and time each phase (slower; for profiling)");
     v("cuda_graphs", cuda_graphs, "on a GPU, replay each fixed-shape decode step as a CUDA graph");
     v("fixed_shapes", fixed_shapes, "fixed-shape decode steps without graphs, on any device (for tests)");
-    v("fused", fused, "packed q|k|v and gate|up GEMMs and fused kernels for norms, RoPE, K/V writes, SiLU");
+    v("fused", fused, "packed GEMMs and fused kernels (norms, RoPE + K/V writes, SiLU, decode attention, sampling)");
     v("graph_span_step", graph_span_step, "key-span bucket of the fixed-shape forwards");
     v("max_graphs", max_graphs, "CUDA graphs kept (other shapes run eagerly)");
   }
