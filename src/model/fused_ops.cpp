@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "dice/model/masks.h"
 #include "dice/util/error.h"
 #include "dice/util/torch_compat.h"
 
@@ -24,6 +25,8 @@
 namespace dice::model::fused {
 
 namespace {
+
+std::atomic<bool> decode_kernel_on{true};  // enable_decode_attention_kernel
 
 void check_weight(const torch::Tensor& x, const torch::Tensor& w, const char* what) {
   DICE_REQUIRE(w.dim() == 1 && w.size(0) == x.size(-1), what, " weight must be [", x.size(-1), "]; got ", w.sizes(), ".");
@@ -177,10 +180,6 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
   return torch::silu(gu.narrow(-1, 0, F)) * gu.narrow(-1, F, F);
 }
 
-namespace {
-std::atomic<bool> decode_kernel_on{true};
-}  // namespace
-
 void enable_decode_attention_kernel(bool on) { decode_kernel_on = on; }
 
 torch::Tensor decode_attention(const torch::Tensor& q_BHLD, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
@@ -227,11 +226,7 @@ torch::Tensor decode_attention(const torch::Tensor& q_BHLD, const torch::Tensor&
   }
 #endif
   torch::Tensor mask;
-  if (kv_lengths_B.defined()) {
-    auto keys = torch::arange(K, kv_lengths_B.options().dtype(torch::kInt64).device(q_BHLD.device()));
-    mask = (keys.view({1, 1, 1, K}) < kv_lengths_B.to(q_BHLD.device(), torch::kInt64).view({B, 1, 1, 1}))
-               .expand({B, 1, L, K});
-  }
+  if (kv_lengths_B.defined()) mask = key_length_mask(kv_lengths_B.to(q_BHLD.device()), L, K);
   auto o = compat::sdpa_gqa(q_BHLD, k_cache.narrow(2, 0, K), v_cache.narrow(2, 0, K),
                             compat::prepare_attention_mask(mask, Hq / Hkv, q_BHLD.scalar_type()), scale);
   return o.transpose(1, 2).reshape({B, L, Hq * D});
@@ -244,9 +239,8 @@ std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_
   DICE_REQUIRE(uniform_N.dim() == 1 && uniform_N.size(0) == logits_NV.size(0), "sample_rows needs one uniform per row (",
                logits_NV.size(0), "); got ", uniform_N.sizes(), ".");
   DICE_REQUIRE(temperature > 0, "sample_rows needs a positive temperature; got ", temperature, ".");
-  const int64_t V = logits_NV.size(1);
 #if DICE_WITH_FUSED_KERNELS
-  const int64_t N = logits_NV.size(0);
+  const int64_t N = logits_NV.size(0), V = logits_NV.size(1);
   if (on_kernels(logits_NV) && logits_NV.stride(1) == 1 && V < (int64_t{1} << 31)) {
     c10::cuda::CUDAGuard guard(logits_NV.device());
     auto u = uniform_N.to(logits_NV.device(), torch::kFloat64).contiguous();
@@ -259,6 +253,12 @@ std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_
     return {tokens, probs};
   }
 #endif
+  return sample_rows_reference(logits_NV, uniform_N, temperature);
+}
+
+std::pair<torch::Tensor, torch::Tensor> sample_rows_reference(const torch::Tensor& logits_NV,
+                                                              const torch::Tensor& uniform_N, double temperature) {
+  const int64_t V = logits_NV.size(1);
   auto scaled = logits_NV.to(torch::kFloat32);
   if (temperature != 1.0) scaled = scaled / temperature;
   auto probs = scaled.softmax(-1);

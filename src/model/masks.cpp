@@ -109,10 +109,15 @@ torch::Tensor decode_mask(const torch::Tensor& lengths_B, int64_t block_len, int
   DICE_REQUIRE(lengths_B.dim() == 1, "decode_mask needs lengths [B], got ", lengths_B.sizes(), ".");
   DICE_REQUIRE(block_len > 0 && kv_span >= block_len, "decode_mask needs 0 < block_len <= kv_span; got block_len ",
                block_len, ", kv_span ", kv_span, ".");
-  const int64_t B = lengths_B.size(0);
-  auto end = (lengths_B.to(torch::kInt64) + block_len).view({B, 1, 1, 1});
-  auto k = torch::arange(kv_span, lengths_B.options().dtype(torch::kInt64)).view({1, 1, 1, kv_span});
-  return (k < end).expand({B, 1, block_len, kv_span});
+  return key_length_mask(lengths_B.to(torch::kInt64) + block_len, block_len, kv_span);
+}
+
+torch::Tensor key_length_mask(const torch::Tensor& kv_lengths_B, int64_t query_len, int64_t kv_span) {
+  DICE_REQUIRE(kv_lengths_B.dim() == 1, "key_length_mask needs lengths [B], got ", kv_lengths_B.sizes(), ".");
+  const int64_t B = kv_lengths_B.size(0);
+  auto end = kv_lengths_B.to(torch::kInt64).view({B, 1, 1, 1});
+  auto k = torch::arange(kv_span, kv_lengths_B.options().dtype(torch::kInt64)).view({1, 1, 1, kv_span});
+  return (k < end).expand({B, 1, query_len, kv_span});
 }
 
 torch::Tensor to_additive_mask(const torch::Tensor& mask, torch::Dtype dtype) {

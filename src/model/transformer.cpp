@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dice/model/fused_ops.h"
+#include "dice/model/masks.h"
 #include "dice/util/error.h"
 #include "dice/util/torch_compat.h"
 
@@ -310,10 +311,7 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
   // The mask in the form every layer's attention takes (folded over GQA groups, maybe additive).
   // kv_lengths: the fused path hands them to fused::decode_attention; the plain one masks.
   torch::Tensor bool_mask = a.mask.defined() ? a.mask.to(device_) : a.mask;
-  if (a.kv_lengths.defined() && !a.fused) {
-    auto keys = torch::arange(K, positions_BL.options());
-    bool_mask = (keys.view({1, 1, 1, K}) < a.kv_lengths.to(device_, torch::kInt64).view({B, 1, 1, 1})).expand({B, 1, L, K});
-  }
+  if (a.kv_lengths.defined() && !a.fused) bool_mask = key_length_mask(a.kv_lengths.to(device_), L, K);
   auto mask = compat::prepare_attention_mask(bool_mask, cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_);
 
   auto x_BLH = torch::embedding(embed_weight_, a.ids.to(device_));

@@ -86,30 +86,27 @@ torch::Tensor uniform_noise(uint64_t seed, const torch::Tensor& seq_id_B, const 
 Draw draw_tokens(const torch::Tensor& logits_BWV, const torch::Tensor& uniform_BW, const SamplingParams& p,
                  bool want_logprob) {
   DICE_CHECK(logits_BWV.dim() == 3, "logits must be [B, W, V]");
-  const int64_t V = logits_BWV.size(2);
+  const int64_t B = logits_BWV.size(0), W = logits_BWV.size(1), V = logits_BWV.size(2);
+  const bool use_top_k = p.top_k > 0 && p.top_k < V;
+  const bool use_top_p = p.top_p < 1.0;
+  torch::Tensor logits;  // fp32 copy, made only where needed (the fused draw reads the logits as they are)
+  auto fp32 = [&]() -> const torch::Tensor& {
+    if (!logits.defined()) logits = logits_BWV.to(torch::kFloat32);
+    return logits;
+  };
   Draw d;
-  const bool filtered = (p.top_k > 0 && p.top_k < V) || p.top_p < 1.0;
-  if (p.fused && !p.greedy() && !filtered) {  // one kernel on the logits as they are (no fp32 copy)
-    auto [tokens, probs] = model::fused::sample_rows(logits_BWV.reshape({-1, V}), uniform_BW.reshape({-1}), p.temperature);
-    d.tokens = tokens.view({logits_BWV.size(0), logits_BWV.size(1)});
-    d.confidence = probs.view({logits_BWV.size(0), logits_BWV.size(1)});
-    if (want_logprob) {
-      auto logits = logits_BWV.to(torch::kFloat32);
-      d.logprob = logits.gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1);
-    }
-    return d;
-  }
-  auto logits = logits_BWV.to(torch::kFloat32);
   if (p.greedy()) {
-    d.tokens = logits.argmax(-1);
+    d.tokens = fp32().argmax(-1);
     const double T = p.temperature > 0 ? p.temperature : 1.0;
-    auto scaled = T == 1.0 ? logits : logits / T;
+    auto scaled = T == 1.0 ? fp32() : fp32() / T;
     auto lse = scaled.logsumexp(-1);
     d.confidence = (scaled.gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - lse).exp();
+  } else if (p.fused && !use_top_k && !use_top_p) {  // one kernel over the whole vocabulary
+    auto [tokens, probs] = model::fused::sample_rows(logits_BWV.reshape({-1, V}), uniform_BW.reshape({-1}), p.temperature);
+    d.tokens = tokens.view({B, W});
+    d.confidence = probs.view({B, W});
   } else {
-    auto scaled = p.temperature == 1.0 ? logits : logits / p.temperature;
-    const bool use_top_k = p.top_k > 0 && p.top_k < V;
-    const bool use_top_p = p.top_p < 1.0;
+    auto scaled = p.temperature == 1.0 ? fp32() : fp32() / p.temperature;
     torch::Tensor cand, cand_idx;  // candidate logits (descending when filtered) and their vocab ids
     if (use_top_k) {
       auto tk = scaled.topk(p.top_k, -1, /*largest=*/true, /*sorted=*/true);
@@ -128,18 +125,13 @@ Draw draw_tokens(const torch::Tensor& logits_BWV, const torch::Tensor& uniform_B
       auto before = probs.cumsum(-1) - probs;
       cand = cand.masked_fill(before > p.top_p, -std::numeric_limits<float>::infinity());
     }
-    auto probs = cand.softmax(-1);
-    auto cdf = probs.cumsum(-1);
-    const int64_t n = cdf.size(-1);
-    auto target = uniform_BW.to(torch::kFloat32).unsqueeze(-1) * cdf.narrow(-1, n - 1, 1);
-    auto j = torch::searchsorted(cdf.reshape({-1, n}), target.reshape({-1, 1}), /*out_int32=*/false, /*right=*/true)
-                 .clamp_max(n - 1)
-                 .reshape(target.sizes());
-    d.confidence = probs.gather(-1, j).squeeze(-1);
-    d.tokens = (cand_idx.defined() ? cand_idx.gather(-1, j) : j).squeeze(-1);
+    auto [j, probs] = model::fused::sample_rows_reference(cand.reshape({-1, cand.size(-1)}), uniform_BW.reshape({-1}), 1.0);
+    j = j.view({B, W});
+    d.confidence = probs.view({B, W});
+    d.tokens = cand_idx.defined() ? cand_idx.gather(-1, j.unsqueeze(-1)).squeeze(-1) : j;
   }
   if (want_logprob) {
-    d.logprob = logits.gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1);
+    d.logprob = fp32().gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - fp32().logsumexp(-1);
   }
   return d;
 }

@@ -57,5 +57,9 @@ torch::Tensor decode_attention(const torch::Tensor& q_BHLD, const torch::Tensor&
 // and their probabilities (float [N]). On CUDA one kernel reads the logits in their own dtype.
 std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_NV, const torch::Tensor& uniform_N,
                                                     double temperature);
+// The same draw in PyTorch ops (softmax, cumsum, searchsorted) on any device; draw_tokens also
+// uses it for top-k / top-p candidates.
+std::pair<torch::Tensor, torch::Tensor> sample_rows_reference(const torch::Tensor& logits_NV,
+                                                              const torch::Tensor& uniform_N, double temperature);
 
 }  // namespace dice::model::fused

@@ -55,6 +55,9 @@ torch::Tensor prefill_mask(const torch::Tensor& lengths_B, int64_t seq_len, int6
 //   (the committed cache plus the whole block, bidirectionally). kv_span = number of cache slots
 //   the attention reads (>= max(lengths) + block_len). Returns bool [B, 1, block_len, kv_span].
 torch::Tensor decode_mask(const torch::Tensor& lengths_B, int64_t block_len, int64_t kv_span);
+// [B, 1, query_len, kv_span] bool: every query of row b attends slots [0, kv_lengths_B[b]) (the
+// decode mask is this with kv_lengths = lengths + block_len).
+torch::Tensor key_length_mask(const torch::Tensor& kv_lengths_B, int64_t query_len, int64_t kv_span);
 
 // bool mask -> 0 where true, -inf where false, same shape.
 torch::Tensor to_additive_mask(const torch::Tensor& mask, torch::Dtype dtype);
