@@ -584,7 +584,8 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
       const Slot& s = I.slots[static_cast<size_t>(gone[g])];
       const auto& p = prompts[static_cast<size_t>(s.req)];
       const int64_t L = static_cast<int64_t>(p.size());
-      const int64_t end = std::min(ends[g].item<int64_t>(), L + cfg_.max_new_tokens);
+      const int64_t block_end = ends[g].item<int64_t>();  // end of the final decoded block
+      const int64_t end = std::min(block_end, L + cfg_.max_new_tokens);
       auto tg = toks[g], sg = stps[g], lg = lps[g];
       auto ta = tg.accessor<int64_t, 1>();
       auto sa = sg.accessor<int64_t, 1>();
@@ -593,14 +594,20 @@ std::vector<SampleRecord> Sampler::generate(const std::vector<std::vector<int64_
       r.seq_id = static_cast<int64_t>(first_seq_id + static_cast<uint64_t>(s.req));
       r.prompt_ids = p;
       r.stop_reason = "max_tokens";
-      for (int64_t j = L; j < end; ++j) {
+      int64_t j = L;
+      while (j < end && r.stop_reason == "max_tokens") {
         r.response_ids.push_back(ta[j]);
         r.step_map.push_back(sa[j]);
         if (cfg_.record_logprobs) r.logprobs.push_back(la[j]);
-        if (std::find(cfg_.stop_ids.begin(), cfg_.stop_ids.end(), ta[j]) != cfg_.stop_ids.end()) {
+        if (std::find(cfg_.stop_ids.begin(), cfg_.stop_ids.end(), ta[j]) != cfg_.stop_ids.end())
           r.stop_reason = "stop_token";
-          break;
-        }
+        ++j;
+      }
+      // The rest of the final block was decoded alongside the response (context of its draws).
+      for (; j < block_end; ++j) {
+        r.tail_ids.push_back(ta[j]);
+        r.tail_steps.push_back(sa[j]);
+        if (cfg_.record_logprobs) r.tail_logprobs.push_back(la[j]);
       }
       r.steps = gsteps[g].item<int64_t>();
       r.decode_s = wall.elapsed_s() - s.joined_s;

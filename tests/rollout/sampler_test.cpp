@@ -455,3 +455,87 @@ TEST(Sampler, FixedShapeForwardsGiveTheSameTokens) {
       expect_same(fixed_few[i], plain_few[i], strategy + " continuous, prompt " + std::to_string(i));
   }
 }
+
+// The tail: the final block's decoded tokens past the response (past the stop token, or past
+// max_new_tokens) complete the sequence to the end of its final block on the grid, with their
+// unmask steps and log-probs; they are the tokens a run without stop ids decodes there.
+TEST(Sampler, TailCompletesTheFinalBlock) {
+  auto m = tiny_model();
+  auto prompts = prompts_of({5, 6, 7, 8, 9, 10, 11, 12}, 21);  // every prompt length mod 4, twice
+  std::vector<int64_t> many_stops;  // one id in five: most sequences stop within a few blocks
+  for (int64_t t = 0; t < 511; t += 5) many_stops.push_back(t);
+  const auto is_stop = [&](int64_t t) { return std::find(many_stops.begin(), many_stops.end(), t) != many_stops.end(); };
+  int stopped_with_tail = 0, cut_with_tail = 0, tail_before_kept = 0;
+  for (std::string strategy : {"static", "dynamic"}) {
+    for (bool fixed : {false, true}) {
+      auto c = base_config();
+      c.strategy = strategy;
+      c.threshold = 0.6;
+      c.record_logprobs = true;
+      c.max_new_tokens = 22;  // not a multiple of the block: a cut leaves a tail too
+      c.fixed_shapes = fixed;
+      c.graph_span_step = 8;
+      auto free_run = Sampler(m, c).generate(prompts);
+      c.stop_ids = many_stops;
+      auto got = Sampler(m, c).generate(prompts);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const std::string what = strategy + (fixed ? " fixed shapes" : "") + ", prompt " + std::to_string(i);
+        const auto& r = got[i];
+        const int64_t L = static_cast<int64_t>(r.prompt_ids.size()), R = static_cast<int64_t>(r.response_ids.size());
+        const int64_t total = L + R + static_cast<int64_t>(r.tail_ids.size());
+        ASSERT_GT(R, 0) << what;
+        EXPECT_EQ(total % 4, 0) << what;
+        EXPECT_EQ((L + R - 1) / 4, (total - 1) / 4) << what << ": the tail lies in the response's last block";
+        ASSERT_EQ(r.tail_steps.size(), r.tail_ids.size()) << what;
+        ASSERT_EQ(r.tail_logprobs.size(), r.tail_ids.size()) << what;
+        for (auto s : r.tail_steps) {
+          EXPECT_GE(s, 0) << what;
+          EXPECT_LT(s, r.steps) << what;
+        }
+        if (r.stop_reason == "stop_token") {
+          EXPECT_TRUE(is_stop(r.response_ids.back())) << what;
+          for (int64_t j = 0; j + 1 < R; ++j) EXPECT_FALSE(is_stop(r.response_ids[j])) << what << " token " << j;
+          stopped_with_tail += !r.tail_ids.empty();
+        } else {
+          EXPECT_EQ(r.stop_reason, "max_tokens") << what;
+          EXPECT_EQ(R, 22) << what;
+          EXPECT_EQ(total, (L + 22 + 3) / 4 * 4) << what;
+          cut_with_tail += !r.tail_ids.empty();
+        }
+        // A tail token unmasked before a kept token of its block was context for that draw.
+        const int64_t block_start = (total - 4) - L;  // in response indices (may be negative)
+        for (auto ts : r.tail_steps)
+          for (int64_t j = std::max<int64_t>(block_start, 0); j < R; ++j) tail_before_kept += ts < r.step_map[j];
+        // The tail is what decoding without stop ids puts there (same noise, same context).
+        std::vector<int64_t> ids = r.response_ids, steps = r.step_map, free_ids = free_run[i].response_ids,
+                             free_steps = free_run[i].step_map;
+        ids.insert(ids.end(), r.tail_ids.begin(), r.tail_ids.end());
+        steps.insert(steps.end(), r.tail_steps.begin(), r.tail_steps.end());
+        free_ids.insert(free_ids.end(), free_run[i].tail_ids.begin(), free_run[i].tail_ids.end());
+        free_steps.insert(free_steps.end(), free_run[i].tail_steps.begin(), free_run[i].tail_steps.end());
+        ASSERT_LE(ids.size(), free_ids.size()) << what;
+        EXPECT_EQ(ids, std::vector<int64_t>(free_ids.begin(), free_ids.begin() + static_cast<long>(ids.size()))) << what;
+        EXPECT_EQ(steps, std::vector<int64_t>(free_steps.begin(), free_steps.begin() + static_cast<long>(steps.size())))
+            << what;
+        for (size_t j = 0; j < r.tail_logprobs.size(); ++j) {
+          const size_t k = r.response_ids.size() + j;
+          const float want = k < free_run[i].logprobs.size() ? free_run[i].logprobs[k]
+                                                             : free_run[i].tail_logprobs[k - free_run[i].logprobs.size()];
+          EXPECT_NEAR(r.tail_logprobs[j], want, 1e-3) << what << " tail " << j;
+        }
+      }
+    }
+  }
+  EXPECT_GT(stopped_with_tail, 0) << "some sequence should stop before the end of its block";
+  EXPECT_GT(cut_with_tail, 0) << "some sequence should reach max_new_tokens inside a block";
+  EXPECT_GT(tail_before_kept, 0) << "some tail token should precede a kept token of its block";
+  // Without record_logprobs there are no tail log-probs (as there are no response log-probs).
+  auto c = base_config();
+  c.max_new_tokens = 22;
+  auto plain = Sampler(m, c).generate(prompts);
+  for (const auto& r : plain) {
+    EXPECT_TRUE(r.logprobs.empty());
+    EXPECT_TRUE(r.tail_logprobs.empty());
+    EXPECT_EQ(r.tail_steps.size(), r.tail_ids.size());
+  }
+}

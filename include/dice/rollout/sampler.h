@@ -11,9 +11,14 @@
 //    (static / dynamic / sequential, see unmask.h). Unmasked tokens never change. When a block
 //    has no masks left, the next forward of that row writes the final block's K/V ("commit") and
 //    the row moves to the next block. Rows at different phases share every forward.
-//  - A sequence stops after the block holding its first stop token (the response keeps that
-//    token and drops the rest of the block) or once max_new_tokens are generated (the response is
-//    cut to max_new_tokens).
+//  - A sequence stops after the block holding its first stop token (the response ends with that
+//    token) or once max_new_tokens are generated (the response is cut to max_new_tokens).
+//  - Tail: the final block's tokens after the response (past the stop token, or past
+//    max_new_tokens) were decoded too, and may have been unmasked before some response tokens of
+//    that block, i.e. been context for their draws. They are kept apart in tail_ids / tail_steps /
+//    tail_logprobs, so prompt_ids + response_ids + tail_ids is exactly the sequence up to the end
+//    of its final block on the grid (its length a multiple of the block size), from which every
+//    draw's context can be rebuilt with the step maps. The tail is no part of the response.
 //  - Randomness is counter-based: the noise of a draw depends only on (seed, sequence id, the
 //    sequence's denoising step, position in block), so a sequence gets the same tokens whatever
 //    else is in the batch (up to floating-point differences of the model in other batch shapes).
@@ -104,6 +109,10 @@ struct SampleRecord {
   std::vector<int64_t> response_ids;
   std::vector<int64_t> step_map;  // one per response token
   std::vector<float> logprobs;    // one per response token when record_logprobs
+  // The final block's decoded tokens after the response, in position order (see the contract):
+  std::vector<int64_t> tail_ids;
+  std::vector<int64_t> tail_steps;   // one per tail token: its unmask step (as step_map)
+  std::vector<float> tail_logprobs;  // one per tail token when record_logprobs (as logprobs)
   std::string stop_reason;        // "stop_token" | "max_tokens"
   int64_t steps = 0;              // denoising steps the sequence took
   double queued_s = 0;            // from the call's start to joining the batch
