@@ -30,8 +30,15 @@ torch::Tensor block_diffusion_mask(const TokenLayout& q, const TokenLayout& k, b
   auto qs = q.segment.unsqueeze(2), ks = k.segment.unsqueeze(1);  // [B, Q, 1], [B, 1, K]
   auto qb = q.block.unsqueeze(2), kb = k.block.unsqueeze(1);
   auto qn = q.noisy.to(torch::kBool).unsqueeze(2), kn = k.noisy.to(torch::kBool).unsqueeze(1);
+  auto same_noisy = kb == qb;
+  if (q.copy.defined() || k.copy.defined()) {
+    DICE_REQUIRE(q.copy.defined() && k.copy.defined() && q.copy.sizes() == q.segment.sizes() &&
+                     k.copy.sizes() == k.segment.sizes(),
+                 "Both token layouts need a copy tensor of shape [B, L] when one has it.");
+    same_noisy = same_noisy.logical_and(q.copy.unsqueeze(2) == k.copy.unsqueeze(1));
+  }
   auto visible = torch::where(qn,
-                              torch::where(kn, kb == qb, kb < qb),    // noisy q
+                              torch::where(kn, same_noisy, kb < qb),  // noisy q
                               kn.logical_not().logical_and(kb <= qb));  // clean q
   auto m = visible.logical_and(qs == ks).logical_and(ks >= 0);  // [B, Q, K]
   if (self_attend) {
@@ -51,7 +58,7 @@ torch::Tensor sft_mask(const torch::Tensor& segment_BN, const torch::Tensor& pos
                positions_BN.sizes(), ".");
   auto seg = segment_BN.to(torch::kInt64), blk = torch::div(positions_BN.to(torch::kInt64), block_size, "floor");
   auto noisy = torch::ones_like(seg, seg.options().dtype(torch::kBool));
-  TokenLayout t{torch::cat({seg, seg}, 1), torch::cat({blk, blk}, 1), torch::cat({noisy, noisy.logical_not()}, 1)};
+  TokenLayout t{torch::cat({seg, seg}, 1), torch::cat({blk, blk}, 1), torch::cat({noisy, noisy.logical_not()}, 1), torch::Tensor()};
   return block_diffusion_mask(t, t, true);
 }
 
@@ -73,7 +80,7 @@ TokenLayout tracerl_layout(const torch::Tensor& prompt_valid_BP, int64_t R, int6
   auto r_seg = torch::zeros({B, R}, i64);
   auto f = torch::zeros({B, P + R}, valid.options());
   auto t = torch::ones({B, R}, valid.options());
-  return {torch::cat({p_seg, r_seg, r_seg}, 1), torch::cat({p_block, r_block, r_block}, 1), torch::cat({f, t}, 1)};
+  return {torch::cat({p_seg, r_seg, r_seg}, 1), torch::cat({p_block, r_block, r_block}, 1), torch::cat({f, t}, 1), torch::Tensor()};
 }
 
 }  // namespace
@@ -101,7 +108,7 @@ torch::Tensor prefill_mask(const torch::Tensor& lengths_B, int64_t seq_len, int6
   auto seg = torch::where(pos < lengths_B.to(torch::kInt64).unsqueeze(1), torch::zeros({B, seq_len}, i64),
                           torch::full({B, seq_len}, -1, i64));
   auto blk = torch::div(pos, block_size, "floor");
-  TokenLayout t{seg, blk, torch::zeros({B, seq_len}, lengths_B.options().dtype(torch::kBool))};
+  TokenLayout t{seg, blk, torch::zeros({B, seq_len}, lengths_B.options().dtype(torch::kBool)), torch::Tensor()};
   return block_diffusion_mask(t, t, true);
 }
 

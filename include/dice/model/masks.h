@@ -8,7 +8,7 @@
 //
 // The one rule behind all of them (q = query token, k = key token, same segment, k valid):
 //   clean q in block b -> clean k in blocks <= b            (block-causal)
-//   noisy q in block b -> noisy k in block b                (bidirectional within the block)
+//   noisy q in block b -> noisy k in block b (same copy)    (bidirectional within the block)
 //                         clean k in blocks <  b
 //   noisy k is never visible to a clean q, nor to a noisy q of another block.
 // and every token attends to itself (so a padding row is never empty).
@@ -24,6 +24,9 @@ struct TokenLayout {
                           // (a padding key is never attended; a padding query attends itself)
   torch::Tensor block;    // int64 [B, L]: block index (may be negative, e.g. prompt blocks in TraceRL)
   torch::Tensor noisy;    // bool [B, L]: token belongs to a noisy (masked) copy
+  torch::Tensor copy;     // optional int64 [B, L]: which noisy copy a noisy token belongs to, when
+                          // a row holds several copies of one block (TraceRL packed rows); a noisy
+                          // query sees only noisy keys of its own block AND copy (undefined: one copy)
 };
 
 // The rule above; when `self_attend` the diagonal (q index == k index, needs Lq == Lk) is forced
