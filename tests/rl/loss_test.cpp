@@ -12,6 +12,7 @@
 #include "dice/rl/advantage.h"
 #include "dice/rl/curriculum.h"
 #include "dice/rl/synthetic_reward.h"
+#include "dice/util/error.h"
 
 namespace dice::rl {
 namespace {
@@ -46,7 +47,7 @@ TEST(Loss, MatchesHandComputedValueAndGradient) {
   EXPECT_NEAR(out.loss.item<double>(), want, 1e-12);
   EXPECT_NEAR(out.policy_sum, want_policy, 1e-12);
   EXPECT_EQ(out.clipped, want_clipped);
-  EXPECT_EQ(want_clipped, 2);
+  EXPECT_EQ(want_clipped, 3);  // tokens 2, 3 and the clamped 4
 }
 
 TEST(Loss, UnchangedPolicyGivesMinusWeightedAdvantageAndZeroKl) {
