@@ -35,13 +35,13 @@ std::vector<rollout::SampleRecord> sample(model::Transformer& m, const std::stri
   sc.temperature = 1.0;
   sc.top_k = 0;
   sc.top_p = 1.0;
-  sc.max_new_tokens = 13;  // not a multiple of the block: the last block has a tail
+  sc.max_new_tokens = 21;  // not a multiple of the block: the last block has a tail
   sc.record_logprobs = true;
   sc.max_len = 64;
   sc.max_batch = 5;
   sc.seed = 7;
   // Many stop ids, so some sequences stop inside a block (their block's rest is the tail).
-  for (int64_t t = 0; t < 500; t += 9) sc.stop_ids.push_back(t);
+  for (int64_t t = 0; t < 500; t += 23) sc.stop_ids.push_back(t);
   rollout::Sampler s(m, sc);
   return s.generate(prompts_of_every_length(5, 12));
 }
