@@ -9,6 +9,9 @@ Each task directory holds:
   solution_cpu.py  honest C++-only load_inline solution (plain loops over data_ptr<float>());
   solution_cuda.py honest CUDA load_inline solution (real __global__ kernels).
 
+Every task also gets the kernel-infilling split of its solution (BiC-RL stage 1): the middle is
+the solution's first source-string assignment, the prefix and suffix the rest.
+
 Writes configs/tasks/builtin_cpu.jsonl and configs/tasks/builtin_cuda.jsonl (DESIGN §4 task
 records, ids builtin_<device>_<NNN_name>, sorted easy -> hard by difficulty). Needs no torch.
 
@@ -41,6 +44,27 @@ def with_sizes(reference, sizes, where):
     return "\n".join(out)
 
 
+SOURCE_OPEN = re.compile(r'^[A-Za-z_][A-Za-z0-9_]* = r?"""')
+
+
+def infill_split(solution, where):
+    """DICE's kernel-infilling split of a solution file: the middle is the first source-string
+    assignment (`name = r\"\"\"...\"\"\"`, the kernels and their host code); prefix and suffix are the rest."""
+    lines = solution.split("\n")
+    start = next((i for i, line in enumerate(lines) if SOURCE_OPEN.match(line)), None)
+    if start is None:
+        sys.exit(f"{where}: no source-string assignment (name = r\"\"\"...) to split for infilling")
+    first = lines[start][lines[start].index('"""') + 3:]
+    end = start if '"""' in first else next((i for i in range(start + 1, len(lines)) if '"""' in lines[i]), None)
+    if end is None:
+        sys.exit(f"{where}: the source string opened on line {start + 1} never closes")
+    prefix = "\n".join(lines[:start]) + "\n"
+    suffix = "\n".join(lines[end + 1:])
+    middle = "\n".join(lines[start:end + 1]) + "\n"
+    assert prefix + middle + suffix == solution
+    return {"prefix": prefix, "suffix": suffix}
+
+
 def read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
@@ -61,12 +85,14 @@ def build(root):
         reference = read(os.path.join(path, "reference.py"))
         for device in ("cpu", "cuda"):
             ref = reference if device == "cpu" else with_sizes(reference, meta["cuda_sizes"], path)
+            solution = read(os.path.join(path, f"solution_{device}.py"))
             sets[device].append({
                 "id": f"builtin_{device}_{d}",
                 "level": int(meta["level"]),
                 "difficulty": float(meta["difficulty"]),
                 "reference": ref,
-                "solution": read(os.path.join(path, f"solution_{device}.py")),
+                "infill": infill_split(solution, f"{path}/solution_{device}.py"),
+                "solution": solution,
                 "device": device,
             })
     out = {}

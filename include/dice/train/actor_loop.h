@@ -1,0 +1,63 @@
+#pragma once
+// ActorLoop: one RL step of an actor rank (DESIGN §2) — sample the step's groups, score them
+// (the kernel judge, or the synthetic reward), all-gather the rewards over the actors, compute
+// group advantages, and hand back this actor's samples.
+//
+// The step's samples are task_slot * group_size + member; actor a of A samples the contiguous
+// shard_range(N, a, A), so a group may span two actors. Rewards are all-gathered, so every actor
+// computes the advantages of every group from the same numbers: exactly the single-actor result.
+// Sample s of step t uses the sampler's noise stream t * N + s.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dice/dist/comm.h"
+#include "dice/judge/judge.h"
+#include "dice/judge/task.h"
+#include "dice/model/transformer.h"
+#include "dice/rollout/sampler.h"
+#include "dice/text/tokenizer.h"
+#include "dice/train/rl_config.h"
+#include "dice/train/rollout_batch.h"
+
+namespace dice::train {
+
+// A stage's tasks with their prompts tokenized once.
+struct StageData {
+  StageConfig cfg;
+  std::vector<judge::Task> tasks;
+  std::vector<std::vector<int64_t>> prompt_ids;  // per task (chat-framed)
+  std::vector<std::string> prompts;              // the user text, per task
+  int64_t too_long = 0;                          // tasks whose prompt exceeds max_prompt_len
+};
+// Loads the task file and renders every prompt. Refuses (dice::Error with a sentence) an infill
+// stage whose tasks lack infill splits, an empty task file, and a stage whose every prompt is too long.
+StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok);
+
+struct ActorOutput {
+  std::vector<Rollout> mine;  // this actor's samples (kept and dropped), in sample order
+  nlohmann::json metrics;     // this actor's share (summed over actors by the trainer)
+};
+
+class ActorLoop {
+ public:
+  ActorLoop(const RlRunConfig& cfg, model::Transformer policy, const text::Tokenizer& tok, dist::Comm& actors);
+  ActorOutput step(const StageData& stage, const std::vector<int64_t>& task_slots, int64_t step);
+  model::Transformer& policy() { return policy_; }
+  void release() { sampler_->release(); }  // frees the KV cache (colocated: before the update)
+
+ private:
+  std::vector<double> score(const StageData& stage, const std::vector<Rollout>& rs, nlohmann::json& m);
+  std::vector<double> gather_rewards(const std::vector<double>& mine, int64_t n);
+
+  const RlRunConfig& cfg_;
+  model::Transformer policy_;
+  const text::Tokenizer& tok_;
+  dist::Comm& comm_;
+  std::unique_ptr<rollout::Sampler> sampler_;
+  std::unique_ptr<judge::Judge> judge_;  // only for judge rewards
+};
+
+}  // namespace dice::train

@@ -1,0 +1,222 @@
+// ActorLoop: sample -> score -> all-gather rewards -> group advantages (see actor_loop.h).
+#include "dice/train/actor_loop.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+
+#include "dice/dist/world.h"
+#include "dice/judge/reward.h"
+#include "dice/rl/advantage.h"
+#include "dice/text/chat.h"
+#include "dice/text/prompt.h"
+#include "dice/train/eval_runner.h"
+#include "dice/util/fs.h"
+#include "dice/util/log.h"
+#include "dice/util/timer.h"
+
+namespace dice::train {
+
+StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok) {
+  StageData st;
+  st.cfg = cfg;
+  // A relative task path that is not there is looked up in the project tree (configs/tasks/...).
+  if (!fs::exists(st.cfg.tasks) && !st.cfg.tasks.empty() && st.cfg.tasks[0] != '/' &&
+      fs::exists(project_root() + "/" + st.cfg.tasks))
+    st.cfg.tasks = project_root() + "/" + st.cfg.tasks;
+  st.tasks = judge::load_tasks(st.cfg.tasks);
+  DICE_REQUIRE(!st.tasks.empty(), "stage '", cfg.name, "': the task file ", cfg.tasks, " holds no tasks.");
+  const bool infill = cfg.kind == "infill";
+  if (infill) {
+    std::vector<std::string> missing;
+    for (const auto& t : st.tasks)
+      if (!t.infill) missing.push_back(t.id);
+    DICE_REQUIRE(missing.empty(), "stage '", cfg.name, "' is an infill stage, but ", missing.size(), " of ",
+                 st.tasks.size(), " tasks in ", cfg.tasks, " have no infill split (prefix/suffix), e.g. '", missing[0],
+                 "'. Use tasks with infill splits, or kind: end_to_end.");
+  }
+  std::map<std::string, std::string> templates;
+  for (const auto& t : st.tasks) {
+    auto kind = infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
+    auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
+    std::string path =
+        cfg.prompt_template.empty() ? project_root() + "/" + text::default_prompt_template(kind, dev) : cfg.prompt_template;
+    auto it = templates.find(path);
+    if (it == templates.end()) it = templates.emplace(path, text::load_prompt_template(path)).first;
+    std::string user = infill ? text::infill_prompt(it->second, t.reference, t.infill->prefix, t.infill->suffix)
+                              : text::end_to_end_prompt(it->second, t.reference);
+    auto enc = tok.encode(text::chat_prompt(user));
+    st.prompt_ids.emplace_back(enc.begin(), enc.end());
+    st.prompts.push_back(std::move(user));
+    st.too_long += static_cast<int64_t>(st.prompt_ids.back().size()) > cfg.max_prompt_len;
+  }
+  DICE_REQUIRE(st.too_long < static_cast<int64_t>(st.tasks.size()), "stage '", cfg.name, "': every prompt is longer than max_prompt_len ",
+               cfg.max_prompt_len, " tokens; raise stages[].max_prompt_len.");
+  return st;
+}
+
+ActorLoop::ActorLoop(const RlRunConfig& cfg, model::Transformer policy, const text::Tokenizer& tok, dist::Comm& actors)
+    : cfg_(cfg), policy_(std::move(policy)), tok_(tok), comm_(actors) {
+  sampler_ = std::make_unique<rollout::Sampler>(policy_, cfg_.sampler);
+  if (!cfg_.reward.synthetic_kind()) {
+    judge::JudgeConfig jc = cfg_.judge;
+    jc.reward = cfg_.reward.kind;
+    judge_ = std::make_unique<judge::Judge>(jc);
+  }
+}
+
+ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slots, int64_t step) {
+  const int64_t G = cfg_.rollout.group_size, N = static_cast<int64_t>(slots.size()) * G;
+  const auto shard = dist::shard_range(N, comm_.rank(), comm_.size());
+  auto too_long = [&](int64_t s) {
+    return static_cast<int64_t>(st.prompt_ids[static_cast<size_t>(slots[s / G])].size()) > st.cfg.max_prompt_len;
+  };
+  ActorOutput out;
+  auto& m = out.metrics;
+
+  // ---- sample: runs of consecutive samples share one generate() call (noise stream = id) ----
+  Timer t_sample;
+  for (int64_t s = shard.begin; s < shard.end; ++s) {
+    Rollout r;
+    r.sample = s;
+    r.task = slots[s / G];
+    r.traj.prompt_ids = st.prompt_ids[static_cast<size_t>(r.task)];
+    r.sampled = !too_long(s);
+    out.mine.push_back(std::move(r));
+  }
+  int64_t response_tokens = 0;
+  for (int64_t i = shard.begin; i < shard.end;) {
+    if (too_long(i)) { ++i; continue; }
+    int64_t j = i;
+    std::vector<std::vector<int64_t>> prompts;
+    while (j < shard.end && !too_long(j)) prompts.push_back(out.mine[static_cast<size_t>(j++ - shard.begin)].traj.prompt_ids);
+    auto recs = sampler_->generate(prompts, static_cast<uint64_t>(step * N + i));
+    for (auto& rec : recs) {
+      auto& r = out.mine[static_cast<size_t>(i++ - shard.begin)];
+      r.traj.response_ids = std::move(rec.response_ids);
+      r.traj.step_map = std::move(rec.step_map);
+      r.traj.tail_ids = std::move(rec.tail_ids);
+      r.traj.tail_steps = std::move(rec.tail_steps);
+      r.logprobs = std::move(rec.logprobs);
+      r.stop_token = rec.stop_reason == "stop_token";
+      response_tokens += static_cast<int64_t>(r.traj.response_ids.size());
+    }
+  }
+  m["time_sample_s"] = t_sample.elapsed_s();
+  m["response_tokens"] = response_tokens;
+
+  // ---- score, then the advantages of every group from everyone's rewards ----
+  Timer t_judge;
+  auto rewards = score(st, out.mine, m);
+  m["time_judge_s"] = t_judge.elapsed_s();
+  Timer t_adv;
+  auto all = gather_rewards(rewards, N);
+  auto adv = rl::group_advantages(all, G);
+  int64_t kept = 0, too_long_groups = 0;
+  std::vector<int64_t> kept_index(static_cast<size_t>(N), -1);
+  for (int64_t s = 0; s < N; ++s) {
+    if (too_long(s)) continue;
+    if (adv.keep[static_cast<size_t>(s)]) kept_index[static_cast<size_t>(s)] = kept++;
+  }
+  for (int64_t g = 0; g < N / G; ++g) too_long_groups += too_long(g * G);
+  for (auto& r : out.mine) {
+    r.reward = rewards[static_cast<size_t>(r.sample - shard.begin)];
+    r.traj.advantage = adv.advantage[static_cast<size_t>(r.sample)];
+    r.kept = kept_index[static_cast<size_t>(r.sample)];
+  }
+  m["time_advantage_s"] = t_adv.elapsed_s();
+  // Step-wide numbers (identical on every actor): the trainer takes them from actor 0.
+  double sum = 0, sq = 0;
+  int64_t n_scored = 0;
+  for (int64_t s = 0; s < N; ++s)
+    if (!too_long(s)) {
+      sum += all[static_cast<size_t>(s)];
+      sq += all[static_cast<size_t>(s)] * all[static_cast<size_t>(s)];
+      ++n_scored;
+    }
+  const double mean = n_scored ? sum / n_scored : 0;
+  nlohmann::json step_wide = {{"samples", N},
+                              {"groups", N / G},
+                              {"kept_samples", kept},
+                              {"zero_variance_groups", adv.zero_variance_groups - too_long_groups},
+                              {"too_long_groups", too_long_groups},
+                              {"reward_mean", mean},
+                              {"reward_std", n_scored ? std::sqrt(std::max(0.0, sq / n_scored - mean * mean)) : 0.0}};
+  double amin = 0, amax = 0, asum = 0;
+  for (int64_t s = 0; s < N; ++s)
+    if (kept_index[static_cast<size_t>(s)] >= 0) {
+      const double a = adv.advantage[static_cast<size_t>(s)];
+      amin = std::min(amin, a);
+      amax = std::max(amax, a);
+      asum += a;
+    }
+  step_wide["advantage_min"] = amin;
+  step_wide["advantage_max"] = amax;
+  step_wide["advantage_mean"] = kept ? asum / kept : 0.0;
+  m["step"] = step_wide;
+  return out;
+}
+
+std::vector<double> ActorLoop::score(const StageData& st, const std::vector<Rollout>& rs, nlohmann::json& m) {
+  std::vector<double> rewards(rs.size(), 0.0);
+  if (cfg_.reward.synthetic_kind()) {
+    for (size_t i = 0; i < rs.size(); ++i) rewards[i] = cfg_.reward.synthetic(rs[i].traj.response_ids, cfg_.sampler.stop_ids);
+    return rewards;
+  }
+  std::vector<judge::Job> jobs;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    if (!rs[i].sampled) continue;  // prompt too long
+    std::vector<int32_t> ids(rs[i].traj.response_ids.begin(), rs[i].traj.response_ids.end());
+    jobs.push_back({&st.tasks[static_cast<size_t>(rs[i].task)], tok_.decode(ids, /*skip_special=*/true), false});
+    which.push_back(i);
+  }
+  auto verdicts = judge_->judge(jobs);
+  const auto kind = judge::reward_kind_from_name(cfg_.reward.kind);
+  int64_t compiled = 0, correct = 0, extracted = 0, findings = 0, cache_hits = 0;
+  std::map<std::string, int64_t> failures;
+  std::vector<double> compile_s, exec_s;
+  for (size_t k = 0; k < verdicts.size(); ++k) {
+    const auto& v = verdicts[k];
+    rewards[which[k]] = judge::reward(v, kind, cfg_.judge.tau);
+    compiled += v.compiled;
+    correct += v.correct;
+    extracted += v.extracted;
+    findings += static_cast<int64_t>(v.findings.size());
+    cache_hits += v.cache_hit;
+    ++failures[judge::failure_name(v.failure)];
+    compile_s.push_back(v.compile_s);
+    exec_s.push_back(v.exec_s);
+  }
+  m["judged"] = static_cast<int64_t>(verdicts.size());
+  m["compiled"] = compiled;
+  m["correct"] = correct;
+  m["extracted"] = extracted;
+  m["static_findings"] = findings;
+  m["judge_cache_hits"] = cache_hits;
+  m["failures"] = failures;
+  m["judge_compile_s"] = compile_s;
+  m["judge_exec_s"] = exec_s;
+  return rewards;
+}
+
+std::vector<double> ActorLoop::gather_rewards(const std::vector<double>& mine, int64_t n) {
+  const int A = comm_.size();
+  int64_t width = 0;
+  for (int a = 0; a < A; ++a) {
+    auto sh = dist::shard_range(n, a, A);
+    width = std::max(width, sh.end - sh.begin);
+  }
+  auto buf = torch::zeros({std::max<int64_t>(width, 1)}, torch::kFloat64);
+  for (size_t i = 0; i < mine.size(); ++i) buf[static_cast<int64_t>(i)] = mine[i];
+  auto all = comm_.all_gather(buf.to(comm_.device())).to(torch::kCPU);  // [A, width]
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int a = 0; a < A; ++a) {
+    auto sh = dist::shard_range(n, a, A);
+    for (int64_t s = sh.begin; s < sh.end; ++s) out[static_cast<size_t>(s)] = all[a][s - sh.begin].item<double>();
+  }
+  return out;
+}
+
+}  // namespace dice::train
