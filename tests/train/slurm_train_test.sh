@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# `dice train` through slurm/train.sbatch on a private one-node Slurm cluster, with a crash:
+# `dice train` through slurm/train.sbatch on a private one-node Slurm cluster, with a crash
+# (configs/train/quickstart.yaml on a tiny random model, 3 ranks, checkpoints every 2 steps):
 #  1. rank DICE_SLURM_TEST_FAULT_RANK (default 1) SIGKILLs itself at the start of step 3 on the
 #     first attempt only (fault.kill_at_step / fault.once_file), after the checkpoint of step 2;
 #  2. between the attempts the run dir holds step_000002 (COMPLETE) and metrics for steps 1-2;
 #  3. the job requeued itself once (two attempts in its log, Restarts=1) and ended COMPLETED, 0:0;
 #  4. metrics.jsonl holds every step 1..N exactly once, the final checkpoint step_N is COMPLETE,
-#     and step_000002 was resumed from, not written again.
+#     and the second attempt resumed: step_000002 and the records of steps 1-2 are the first
+#     attempt's, not recomputed.
 # usage: slurm_train_test.sh BUILD_DIR SOURCE_DIR
 # Exit 77 (CTest: skipped) when this machine cannot run a Slurm cluster: not root, or slurmctld,
 # slurmd, munged not installed (Debian: slurm-wlm munge).
@@ -83,6 +85,10 @@ if [[ $launcher == srun ]] && ! srun --mpi=list 2>&1 | grep -q pmix; then
   launcher=mpirun
 fi
 
+echo "== tiny random model"
+"$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/model" --seed 1 > "$work/init.log" 2>&1 \
+  || { cat "$work/init.log" >&2; fail "dice ckpt init"; }
+
 echo "== sbatch slurm/train.sbatch: $ntasks ranks, $steps steps, rank $fault_rank dies at step 3 (first attempt)"
 cd "$work"  # the job's log, %x-%j.out, lands here
 extra=()
@@ -92,7 +98,7 @@ extra=()
 # ranks share 2 cores.
 job=$(DICE_BIN=$dice DICE_ROOT=$src DICE_LAUNCHER=$launcher \
   sbatch --parsable --ntasks="$ntasks" --ntasks-per-node="$ntasks" --gpus-per-node=0 --overcommit --time=30 \
-  "$src/slurm/train.sbatch" "$config" "$run" --steps "$steps" \
+  "$src/slurm/train.sbatch" "$config" "$run" --model "$work/model" --steps "$steps" \
   --set fault.kill_at_step=3 --set "fault.once_file=$work/fault_once" --set "fault.rank=$fault_rank" \
   "${extra[@]}") || fail "sbatch refused the job"
 job=${job%%;*}
