@@ -115,6 +115,8 @@ def stage_starts(records):
 class Plotter:
     def __init__(self, plt, records, out_dir, smooth):
         self.plt, self.records, self.out_dir, self.smooth = plt, records, out_dir, smooth
+        from matplotlib.ticker import MaxNLocator
+        self.integer_ticks = lambda ax: ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         self.stages = stage_starts(records)
         self.written = []
 
@@ -144,6 +146,7 @@ class Plotter:
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
+        self.integer_ticks(ax)
         return fig, ax
 
     def reward(self):
@@ -210,9 +213,17 @@ class Plotter:
                 bottom += y[0]
         elif xs:
             ax.stackplot(xs, ys, labels=labels, alpha=0.85)
+        stacked = dict(zip(xs, (sum(col) for col in zip(*ys)))) if ys else {}
+        over = False
         for k in totals:
             pts = [(r["step"], secs(r, k)) for r in self.records if secs(r, k) is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], color="k", lw=1.2, label=f"total ({k})")
+            over |= any(stacked.get(x, 0.0) > 1.05 * t for x, t in pts)
+        if over:
+            # Learner and actor phases run at the same time (the learner's wait for rollouts is
+            # the actors' sampling), so the layers can add up to more than the step took.
+            ax.set_title("Time per step, by phase (phases of different ranks overlap: the stack exceeds the step)",
+                         fontsize=10)
         self.mark_stages(ax)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: the stack fills the axes
         self.save(fig, "time")
@@ -227,6 +238,7 @@ class Plotter:
             ax.plot(xs, ys, marker="." if len(xs) < 40 else None, lw=1)
             ax.set_title(k, fontsize=9)
             ax.tick_params(labelsize=7)
+            self.integer_ticks(ax)
             ax.grid(alpha=0.3)
             for step, _ in self.stages:
                 ax.axvline(step, color="0.5", ls="--", lw=0.8)
