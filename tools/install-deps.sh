@@ -15,6 +15,7 @@ pkgs=(
   libhdf5-dev
   libboost-dev
   libcli11-dev libgtest-dev libgmock-dev libyaml-cpp-dev nlohmann-json3-dev
+  slurm-wlm munge
 
 )
 # node/npm: use what the machine has (node 20 from NodeSource conflicts with Debian's npm)

@@ -7,6 +7,7 @@
 
 #include "dice/config/config.h"
 #include "dice/dist/world.h"
+#include "dice/judge/judge.h"
 #include "dice/train/eval_runner.h"
 #include "dice/train/rl_trainer.h"
 #include "dice/util/log.h"
@@ -23,7 +24,7 @@ struct TrainArgs {
 };
 
 int plot_run(const std::string& run, const std::string& out) {
-  std::string cmd = "python3 '" + train::project_root() + "/tools/plot_metrics.py' '" + run + "'";
+  std::string cmd = "'" + judge::default_python() + "' '" + train::project_root() + "/tools/plot_metrics.py' '" + run + "'";
   if (!out.empty()) cmd += " --out '" + out + "'";
   return std::system(cmd.c_str());
 }

@@ -21,10 +21,10 @@ namespace dice::train {
 StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok) {
   StageData st;
   st.cfg = cfg;
-  // A relative task path that is not there is looked up in the project tree (configs/tasks/...).
-  if (!fs::exists(st.cfg.tasks) && !st.cfg.tasks.empty() && st.cfg.tasks[0] != '/' &&
-      fs::exists(project_root() + "/" + st.cfg.tasks))
-    st.cfg.tasks = project_root() + "/" + st.cfg.tasks;
+  // A relative path that is not there is looked up in the project tree (configs/tasks/...).
+  for (auto* path : {&st.cfg.tasks, &st.cfg.prompt_template})
+    if (!path->empty() && (*path)[0] != '/' && !fs::exists(*path) && fs::exists(project_root() + "/" + *path))
+      *path = project_root() + "/" + *path;
   st.tasks = judge::load_tasks(st.cfg.tasks);
   DICE_REQUIRE(!st.tasks.empty(), "stage '", cfg.name, "': the task file ", cfg.tasks, " holds no tasks.");
   const bool infill = cfg.kind == "infill";
@@ -40,8 +40,8 @@ StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok) {
   for (const auto& t : st.tasks) {
     auto kind = infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
     auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
-    std::string path =
-        cfg.prompt_template.empty() ? project_root() + "/" + text::default_prompt_template(kind, dev) : cfg.prompt_template;
+    std::string path = st.cfg.prompt_template.empty() ? project_root() + "/" + text::default_prompt_template(kind, dev)
+                                                      : st.cfg.prompt_template;
     auto it = templates.find(path);
     if (it == templates.end()) it = templates.emplace(path, text::load_prompt_template(path)).first;
     std::string user = infill ? text::infill_prompt(it->second, t.reference, t.infill->prefix, t.infill->suffix)
@@ -168,7 +168,10 @@ std::vector<double> ActorLoop::score(const StageData& st, const std::vector<Roll
   std::vector<size_t> which;
   for (size_t i = 0; i < rs.size(); ++i) {
     if (!rs[i].sampled) continue;  // prompt too long
-    std::vector<int32_t> ids(rs[i].traj.response_ids.begin(), rs[i].traj.response_ids.end());
+    // Ids past the tokenizer (the model's padded vocabulary rows) have no text.
+    std::vector<int32_t> ids;
+    for (auto t : rs[i].traj.response_ids)
+      if (t < tok_.vocab_size()) ids.push_back(static_cast<int32_t>(t));
     jobs.push_back({&st.tasks[static_cast<size_t>(rs[i].task)], tok_.decode(ids, /*skip_special=*/true), false});
     which.push_back(i);
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `dice train` through slurm/train.sbatch on a private one-node Slurm cluster, with a crash
-# (configs/train/quickstart.yaml on a tiny random model, 3 ranks, checkpoints every 2 steps):
+# (tests/train/train_test.yaml on a tiny random model, 3 ranks, checkpoints every 2 steps):
 #  1. rank DICE_SLURM_TEST_FAULT_RANK (default 1) SIGKILLs itself at the start of step 3 on the
 #     first attempt only (fault.kill_at_step / fault.once_file), after the checkpoint of step 2;
 #  2. between the attempts the run dir holds step_000002 (COMPLETE) and metrics for steps 1-2;
@@ -30,8 +30,8 @@ for b in slurmctld slurmd munged sbatch scontrol squeue; do command -v "$b" >/de
 dice=$build/src/app/dice
 [[ -x $dice ]] || fail "no dice binary at $dice (build the project first)"
 "$dice" train --help > /dev/null 2>&1 || fail "$dice has no \`train\` subcommand (\`dice train --help\` failed)"
-config=$src/configs/train/quickstart.yaml
-[[ -f $config ]] || fail "missing $config (the tiny CPU training config)"
+config=$src/tests/train/train_test.yaml
+[[ -f $config ]] || fail "missing $config (the CPU test training config)"
 
 steps=${DICE_SLURM_TEST_STEPS:-4}
 ntasks=${DICE_SLURM_TEST_NTASKS:-3}

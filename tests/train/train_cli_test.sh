@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# `dice train` end to end on the CPU with real MPI ranks (tests/train/train_test.yaml: both
+# stages on the built-in CPU tasks, a tiny random model, the synthetic reward).
+#
+#   train_cli_test.sh DICE SOURCE_DIR SCENARIO
+#
+# Scenarios (one CTest each, so they run in parallel):
+#   ranks    -np 1 (colocated), -np 3 (1 learner + 2 actors), -np 4 (2 learners + 2 actors, ZeRO-1)
+#            complete; every step's checksums: learners identical, actors equal to the learners;
+#            the advantages of every group (one spans both actors) equal a single-process z-score
+#            of the recorded rewards, bit for bit.
+#   learn    with the synthetic reward, mean reward rises: last two steps >= 1.5 x first two.
+#   resume   kill -9 of an actor at step 3 -> the job exits non-zero within the timeout and names
+#            the lost rank; --resume auto continues from step 2 and every step's loss, reward, grad
+#            norm and checksum equal an uninterrupted run's bit for bit.
+#   refuse   bad setups are refused before any work, each with a sentence.
+#   judge    one step with the kernel judge's exec reward (a random model writes no code).
+set -euo pipefail
+dice=${1:?usage: train_cli_test.sh DICE SOURCE_DIR SCENARIO}
+src=$(cd "${2:?}" && pwd)
+scenario=${3:?}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+work=$(mktemp -d /tmp/dice_train_test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cfg=$src/tests/train/train_test.yaml
+py=${DICE_PYTHON:-python3}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+"$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/model" --seed 1 > /dev/null
+
+run() {  # [MODEL=dir] run NP OUT [dice train args...]
+  local np=$1 out=$2
+  shift 2
+  mpirun -np "$np" --oversubscribe "$dice" train -c "$cfg" --model "${MODEL:-$work/model}" --out "$out" "$@"
+}
+
+# Every step: learner checksums identical, actor checksums equal them.
+check_checksums() {
+  "$py" - "$1" "$2" "$3" <<'EOF'
+import json, sys
+path, n_learners, n_actors = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+recs = [json.loads(l) for l in open(path)]
+assert recs, "no metrics"
+for r in recs:
+    c = r["checksums"]
+    assert len(c["learners"]) == n_learners and len(c["actors"]) == n_actors, (r["step"], c)
+    assert len(set(c["learners"])) == 1, f"step {r['step']}: learners differ: {c['learners']}"
+    assert set(c["actors"]) == set(c["learners_as_actor_dtype"][:1]), f"step {r['step']}: actors {c['actors']} != learners {c['learners_as_actor_dtype']}"
+# Weights change from step to step (updates happen).
+assert len({r["checksums"]["learners"][0] for r in recs}) == len(recs), "weights did not change every step"
+print(f"{path}: {len(recs)} steps, {n_learners} learner(s) and {n_actors} actor(s) agree every step")
+EOF
+}
+
+# Advantages: the recorded ones equal a z-score of the recorded rewards computed here, exactly.
+check_advantages() {
+  "$py" - "$1" "$2" <<'EOF'
+import json, math, sys, glob
+run, G = sys.argv[1], int(sys.argv[2])
+n = 0
+for f in sorted(glob.glob(run + "/rollouts/step_*.jsonl")):
+    recs = sorted((json.loads(l) for l in open(f)), key=lambda r: r["sample"])
+    assert [r["sample"] for r in recs] == list(range(len(recs))), f"{f}: samples missing"
+    for g in range(len(recs) // G):
+        grp = recs[g * G:(g + 1) * G]
+        rw = [r["reward"] for r in grp]
+        mean = 0.0
+        for x in rw: mean += x
+        mean /= G
+        var = 0.0
+        for x in rw: var += (x - mean) * (x - mean)
+        std = math.sqrt(var / G)
+        for r in grp:
+            want = (r["reward"] - mean) / std if std > 1e-12 else 0.0
+            assert r["advantage"] == want, f"{f} sample {r['sample']}: {r['advantage']!r} != {want!r}"
+            assert (r["kept"] >= 0) == (std > 1e-12), f"{f} sample {r['sample']}: kept {r['kept']}"
+            n += 1
+print(f"{run}: {n} advantages equal the single-process z-scores")
+EOF
+}
+
+case $scenario in
+ranks)
+  run 1 "$work/np1" --set dist.colocated=true
+  check_checksums "$work/np1/metrics.jsonl" 1 1
+  run 3 "$work/np3"
+  check_checksums "$work/np3/metrics.jsonl" 1 2
+  check_advantages "$work/np3" 3
+  run 4 "$work/np4" --set dist.num_learners=2 --set optim.zero1=true
+  check_checksums "$work/np4/metrics.jsonl" 2 2
+  [[ -f $work/np4/step_000004/optim_rank0.h5 && -f $work/np4/step_000004/optim_rank1.h5 ]] ||
+    fail "ZeRO-1 checkpoint lacks one optimizer shard per learner"
+  ;;
+learn)
+  stages='stages=[{name: e2e, kind: end_to_end, steps: 4, tasks: configs/tasks/builtin_cpu.jsonl, prompt_template: configs/prompts/quick_end_to_end_cpu.txt}]'
+  run 1 "$work/learn" --set dist.colocated=true --set "$stages" --set rollout.tasks_per_step=4 \
+    --set rollout.group_size=8 --set optim.lr=0.05 --set optim.responses_per_update=8
+  "$py" - "$work/learn/metrics.jsonl" <<'EOF'
+import json, sys
+r = [json.loads(l)["reward_mean"] for l in open(sys.argv[1])]
+first, last = (r[0] + r[1]) / 2, (r[-2] + r[-1]) / 2
+print("reward_mean per step:", " ".join(f"{x:.3f}" for x in r), f"(last two / first two = {last / first:.2f})")
+assert len(r) == 4 and last >= 1.5 * first, "the synthetic reward did not rise"
+EOF
+  ;;
+resume)
+  run 3 "$work/full"
+  start=$(date +%s)
+  set +e
+  run 3 "$work/cut" --set fault.kill_at_step=3 --set fault.rank=2 --set fault.once_file="$work/killed" \
+    --set dist.timeout_s=60 > "$work/cut.log" 2>&1
+  rc=$?
+  set -e
+  took=$(($(date +%s) - start))
+  cat "$work/cut.log"
+  ((rc != 0)) || fail "the job with a killed rank exited 0"
+  ((took < 60 + 60)) || fail "the job took ${took}s to end after losing a rank (timeout 60 s)"
+  grep -Eq "rank 2 .*(signal 9|Killed)|process rank 2|rank 2 .*exited" "$work/cut.log" ||
+    fail "the failure message does not name the lost rank 2"
+  [[ -f $work/cut/step_000002/COMPLETE && ! -d $work/cut/step_000004 ]] || fail "expected exactly step_000002 before the resume"
+  run 3 "$work/cut" --resume auto --set fault.kill_at_step=3 --set fault.rank=2 --set fault.once_file="$work/killed" \
+    --set dist.timeout_s=60 | tee "$work/resume.log"
+  grep -q "resuming from $work/cut/step_000002" "$work/resume.log" || fail "the rerun did not resume from step_000002"
+  "$py" - "$work/full/metrics.jsonl" "$work/cut/metrics.jsonl" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["step"] for r in b] == [1, 2, 3, 4], [r["step"] for r in b]
+for x, y in zip(a, b):
+    for k in ("loss", "policy_loss", "kl", "reward_mean", "grad_norm", "checksums", "kept_samples"):
+        assert x[k] == y[k], f"step {x['step']} {k}: {x[k]!r} != {y[k]!r}"
+print("resumed run == uninterrupted run, bit for bit:", [r["loss"] for r in b])
+EOF
+  ;;
+refuse)
+  expect_refusal() {  # expect_refusal PATTERN NP args...
+    local pattern=$1 np=$2
+    shift 2
+    set +e
+    out=$(timeout 120 mpirun -np "$np" --oversubscribe "$dice" train -c "$cfg" "$@" 2>&1)
+    local rc=$?
+    set -e
+    ((rc != 0)) || fail "accepted: $*"
+    echo "$out" | grep -q -- "$pattern" || { echo "$out"; fail "no sentence matching '$pattern' for: $*"; }
+    echo "$out" | grep -q "^step " && fail "work started before the refusal: $*"
+    echo "refused as expected: $(echo "$out" | grep -m1 -- "$pattern")"
+  }
+  # roles that do not fit the world size
+  expect_refusal "num_learners (2) must be between 1 and world size - 1" 2 --model "$work/model" --out "$work/r1" \
+    --set dist.num_learners=2
+  # stage-1 tasks without infill splits
+  "$py" -c "import json,sys; [print(json.dumps({k: v for k, v in json.loads(l).items() if k != 'infill'})) for l in open(sys.argv[1])]" \
+    "$src/configs/tasks/builtin_cpu.jsonl" > "$work/no_infill.jsonl"
+  expect_refusal "have no infill split" 1 --model "$work/model" --out "$work/r2" --set dist.colocated=true \
+    --set "stages=[{name: s1, kind: infill, steps: 1, tasks: $work/no_infill.jsonl}]"
+  # a tokenizer that does not match the model
+  cp -r "$work/model" "$work/model_badtok"
+  "$py" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['vocab_size']=1000; c['mask_token_id']=999; json.dump(c, open(p,'w'))" \
+    "$work/model_badtok/config.json"
+  expect_refusal "tokenizer" 1 --model "$work/model_badtok" --out "$work/r3" --set dist.colocated=true
+  # a checkpoint of another shape
+  "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --set model.num_hidden_layers=3 --out "$work/model3" --seed 2 > /dev/null
+  MODEL=$work/model3 run 1 "$work/three" --set dist.colocated=true --steps 1 > /dev/null
+  expect_refusal "do not fit the run's model" 1 --model "$work/model" --out "$work/r4" --set dist.colocated=true \
+    --resume "$work/three/step_000001"
+  # a resume into a run directory recorded with another config
+  run 1 "$work/r5" --set dist.colocated=true --steps 1 > /dev/null
+  expect_refusal "recorded with a different config (optim.lr)" 1 --model "$work/model" --out "$work/r5" \
+    --set dist.colocated=true --set optim.lr=0.2 --steps 1
+  ;;
+judge)
+  run 1 "$work/judge" --set dist.colocated=true --set reward.kind=exec --steps 1 --set judge.compile_workers=1
+  "$py" - "$work/judge/metrics.jsonl" <<'EOF'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert len(r) == 1 and r[0]["judged"] == 9, r
+assert r[0]["failures"].get("no_code", 0) + r[0]["failures"].get("compile_error", 0) == 9, r[0]["failures"]
+assert r[0]["reward_mean"] == 0 and r[0]["zero_variance_groups"] == 3 and r[0]["kept_samples"] == 0, r[0]
+print("judge reward: 9 candidates judged,", r[0]["failures"])
+EOF
+  ;;
+*) fail "unknown scenario $scenario" ;;
+esac
+echo "PASS: $scenario"
