@@ -67,7 +67,7 @@ int64_t RlRunConfig::total_steps() const {
 bool key_affects_results(const std::string& k) {
   static const std::vector<std::string> neutral = {
       "out", "fault.", "dist.timeout_s", "dist.checksum_weights", "dist.bucket_mb", "ckpt.keep_last",
-      "rollout.write_rollouts", "judge.python", "judge.harness_dir", "judge.scratch_root", "judge.cache_root",
+      "rollout.write_rollouts", "ckpt.every", "ckpt.stage_end", "judge.python", "judge.harness_dir", "judge.scratch_root", "judge.cache_root",
       "judge.compile_workers", "judge.executors", "judge.executor_max_tasks", "judge.max_jobs",
       "judge.precompiled_header", "judge.light_headers", "sampler.time_phases", "sampler.check_every",
       "sampler.max_graphs"};

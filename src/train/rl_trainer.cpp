@@ -418,7 +418,7 @@ TrainResult run_train(const RlRunConfig& cfg, const std::string& resume, const s
       // checkpoint: every K steps and at the stage end
       Timer t_ckpt;
       std::string saved;
-      if (step % cfg.ckpt.every == 0 || step == stage_end) {
+      if (step % cfg.ckpt.every == 0 || (cfg.ckpt.stage_end && step == stage_end)) {
         auto rngs = world.gather(rng_state_bytes());
         if (is_learner) {
           ckpt::TrainState ts;

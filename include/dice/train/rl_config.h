@@ -118,11 +118,13 @@ struct DistConfig {
 };
 
 struct CkptConfig {
-  int64_t every = 10;  // and at every stage end
+  int64_t every = 10;
+  bool stage_end = true;  // also at the end of every stage
   int keep_last = 3;
 
   template <class V> void visit(V& v) {
-    v("every", every, "checkpoint every K steps (and at each stage end)");
+    v("every", every, "checkpoint every K steps");
+    v("stage_end", stage_end, "also checkpoint at the end of every stage");
     v("keep_last", keep_last, "keep the newest K checkpoints (0: all)");
   }
 };
