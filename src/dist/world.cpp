@@ -6,19 +6,11 @@
 
 #include "dice/util/error.h"
 #include "dice/util/log.h"
+#include "watchdog.h"
 
 namespace dice::dist {
 namespace {
-
-std::string mpi_error_text(int code) {
-  char buf[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, buf, &len);
-  return std::string(buf, len);
-}
-bool mpi_ok(int code) { return code == MPI_SUCCESS; }
-
-#define DICE_CHECK_MPI(stmt) DICE_CHECK_GEN(stmt, mpi_ok, mpi_error_text)
+using detail::mpi_error_text;
 
 void abort_mpi_hook() {
   int inited = 0, finalized = 0;
@@ -70,6 +62,7 @@ World::World(int* argc, char*** argv, const WorldOptions& opts) {
   }
   DICE_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(role_), rank_, &role_comm_));
   log::set_identity(rank_, size_, role_name(role_));
+  timeout_s_ = opts.timeout_s;
   add_abort_hook(abort_mpi_hook);
 }
 
@@ -85,18 +78,40 @@ int World::device_index(int visible_devices) const {
   return visible_devices > 0 ? local_rank_ % visible_devices : -1;
 }
 
-void World::barrier() const { DICE_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
+// Control collectives: nonblocking MPI polled against WorldOptions::timeout_s (dist/watchdog.h),
+// so a rank that never arrives ends the job with a message instead of a hang.
+namespace {
+void wait_control(MPI_Request& req, const char* op, int64_t bytes, const World& w, double timeout_s) {
+  detail::CommIdentity id;
+  id.name = "world (control)";
+  id.role = role_name(w.role());
+  id.rank = w.rank();
+  id.size = w.size();
+  id.timeout_s = timeout_s;
+  detail::Call call{&id, op, bytes, -1};
+  detail::wait_mpi(req, call);
+}
+}  // namespace
+
+void World::barrier() const {
+  MPI_Request r;
+  DICE_CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &r));
+  wait_control(r, "barrier", 0, *this, timeout_s_);
+}
 
 std::vector<std::string> World::gather(const std::string& bytes, int root) const {
   int n = static_cast<int>(bytes.size());
   std::vector<int> sizes(rank_ == root ? size_ : 0);
-  DICE_CHECK_MPI(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, MPI_COMM_WORLD));
+  MPI_Request r;
+  DICE_CHECK_MPI(MPI_Igather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, MPI_COMM_WORLD, &r));
+  wait_control(r, "gather", sizeof n, *this, timeout_s_);
   std::vector<int> displs(sizes.size(), 0);
   int total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) { displs[i] = total; total += sizes[i]; }
   std::string all(static_cast<size_t>(total), '\0');
-  DICE_CHECK_MPI(MPI_Gatherv(bytes.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR, root,
-                             MPI_COMM_WORLD));
+  DICE_CHECK_MPI(MPI_Igatherv(bytes.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR, root,
+                              MPI_COMM_WORLD, &r));
+  wait_control(r, "gather", n, *this, timeout_s_);
   std::vector<std::string> out;
   for (size_t i = 0; i < sizes.size(); ++i) out.push_back(all.substr(displs[i], sizes[i]));
   return out;
@@ -121,27 +136,36 @@ std::vector<std::string> World::all_gather(const std::string& bytes) const {
 
 std::string World::broadcast(const std::string& bytes, int root) const {
   long long n = rank_ == root ? static_cast<long long>(bytes.size()) : 0;
-  DICE_CHECK_MPI(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD));
+  MPI_Request r;
+  DICE_CHECK_MPI(MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD, &r));
+  wait_control(r, "broadcast", sizeof n, *this, timeout_s_);
   std::string out = rank_ == root ? bytes : std::string(static_cast<size_t>(n), '\0');
-  DICE_CHECK_MPI(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD));
+  DICE_CHECK_MPI(MPI_Ibcast(out.data(), static_cast<int>(n), MPI_CHAR, root, MPI_COMM_WORLD, &r));
+  wait_control(r, "broadcast", n, *this, timeout_s_);
   return out;
 }
 
 double World::sum(double v) const {
   double out = 0;
-  DICE_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  MPI_Request r;
+  DICE_CHECK_MPI(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r));
+  wait_control(r, "sum", sizeof v, *this, timeout_s_);
   return out;
 }
 
 int64_t World::sum(int64_t v) const {
   long long in = v, out = 0;
-  DICE_CHECK_MPI(MPI_Allreduce(&in, &out, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+  MPI_Request r;
+  DICE_CHECK_MPI(MPI_Iallreduce(&in, &out, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD, &r));
+  wait_control(r, "sum", sizeof in, *this, timeout_s_);
   return out;
 }
 
 bool World::all(bool v) const {
   int in = v ? 1 : 0, out = 0;
-  DICE_CHECK_MPI(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  MPI_Request r;
+  DICE_CHECK_MPI(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &r));
+  wait_control(r, "all", sizeof in, *this, timeout_s_);
   return out != 0;
 }
 

@@ -244,9 +244,11 @@ void maybe_die(const FaultConfig& f, int64_t step, int rank) {
     if (fs::exists(f.once_file)) return;
     fs::write_file_atomic(f.once_file, "killed at step " + std::to_string(step) + "\n");
   }
-  std::fprintf(stderr, "dice: fault injection: rank %d kills itself at step %lld\n", rank, static_cast<long long>(step));
+  const bool stop = f.signal == "stop";
+  std::fprintf(stderr, "dice: fault injection: rank %d %s itself at step %lld\n", rank, stop ? "stops" : "kills",
+               static_cast<long long>(step));
   std::fflush(stderr);
-  ::raise(SIGKILL);
+  ::raise(stop ? SIGSTOP : SIGKILL);
 }
 
 std::string rng_state_bytes() {

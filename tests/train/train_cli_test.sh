@@ -13,6 +13,8 @@
 #   resume   kill -9 of an actor at step 3 -> the job exits non-zero within the timeout and names
 #            the lost rank; --resume auto continues from step 2 and every step's loss, reward, grad
 #            norm and checksum equal an uninterrupted run's bit for bit.
+#   hang     a stuck rank (SIGSTOP) -> the other ranks' watchdog ends the job after dist.timeout_s,
+#            naming the call it waited in.
 #   refuse   bad setups are refused before any work, each with a sentence.
 #   judge    one step with the kernel judge's exec reward (a random model writes no code).
 set -euo pipefail
@@ -131,6 +133,24 @@ for x, y in zip(a, b):
         assert x[k] == y[k], f"step {x['step']} {k}: {x[k]!r} != {y[k]!r}"
 print("resumed run == uninterrupted run, bit for bit:", [r["loss"] for r in b])
 EOF
+  ;;
+hang)
+  # A stuck rank (SIGSTOP, not dead: mpirun sees nothing) -> the others' watchdog ends the job.
+  start=$(date +%s)
+  set +e
+  # The timeout must outlast the longest phase (actors wait in the weight broadcast while the
+  # learner updates), so it is 60 s, not seconds.
+  run 3 "$work/hang" --set fault.kill_at_step=2 --set fault.signal=stop --set fault.rank=1 --set dist.timeout_s=60 \
+    > "$work/hang.log" 2>&1
+  rc=$?
+  set -e
+  took=$(($(date +%s) - start))
+  cat "$work/hang.log"
+  ((rc != 0)) || fail "the job with a stuck rank exited 0"
+  ((took < 300)) || fail "the job took ${took}s to end with a stuck rank (timeout 60 s)"
+  grep -q "^step 1/4" "$work/hang.log" || fail "step 1 did not complete before the fault (a phase outlasted the timeout?)"
+  grep -q "fault injection: rank 1 stops itself at step 2" "$work/hang.log" || fail "the fault was not injected"
+  grep -q "did not finish within 60 s: a rank is dead or stuck" "$work/hang.log" || fail "no watchdog message"
   ;;
 refuse)
   expect_refusal() {  # expect_refusal PATTERN NP args...

@@ -11,10 +11,12 @@
 // contiguous and on the Comm's device. Supported dtypes: float32, float64, bfloat16, float16,
 // int64, int32, uint8 (bf16 / fp16 sums on MPI are done in fp32 and written back).
 //
-// Watchdog: every call (collectives, send/recv, barrier) is registered with a deadline of
-// timeout_s. A call still running past it makes a background thread print one line naming the
-// rank, role, host, communicator name, the call and its size in bytes, run dice's abort hooks
-// (NCCL comms aborted) and MPI_Abort the job. timeout_s <= 0 disables it.
+// Watchdog: every call (collectives, send/recv, barrier) has a deadline of timeout_s. MPI calls
+// are nonblocking requests polled against it in the calling thread; NCCL work, which finishes on
+// the GPU after the call returns, is watched by a background thread. A call still running past
+// its deadline prints one line naming the rank, role, host, communicator name, the call (and the
+// peer of a send/recv) and its size in bytes, runs dice's abort hooks (NCCL comms aborted) and
+// MPI_Aborts the job. timeout_s <= 0 disables it. World's control collectives do the same.
 //
 // All methods must be called by every rank of the group in the same order (send/recv: by the
 // two peers). Ranks here are ranks within the group.

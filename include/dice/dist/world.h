@@ -21,7 +21,7 @@ const char* role_name(Role r);
 struct WorldOptions {
   bool colocated = true;
   int num_learners = 0;       // only when !colocated; must be in [1, size-1]
-  double timeout_s = 1800;    // control collectives that wait longer abort with a message
+  double timeout_s = 1800;    // control collectives that wait longer abort the job with a message (<= 0: never)
 };
 
 class World {
@@ -63,6 +63,7 @@ class World {
   MPI_Comm role_comm_ = MPI_COMM_NULL;
   std::string host_;
   bool owns_mpi_ = false;
+  double timeout_s_ = 1800;
 };
 
 // Contiguous shard [begin, end) of n items for `rank` of `size` (balanced: sizes differ by <= 1).

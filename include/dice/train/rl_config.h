@@ -111,7 +111,9 @@ struct DistConfig {
   template <class V> void visit(V& v) {
     v("colocated", colocated, "every rank is learner and actor (phases alternate)");
     v("num_learners", num_learners, "learner ranks when not colocated (the first ranks); the rest are actors");
-    v("timeout_s", timeout_s, "a collective or control wait longer than this aborts the job");
+    v("timeout_s", timeout_s,
+      "a collective or control wait longer than this aborts the job (must outlast the longest phase: "
+      "actors wait in the weight broadcast while learners update)");
     v("checksum_weights", checksum_weights, "record weight checksums of every rank each step");
     v("bucket_mb", bucket_mb, "bucket size of gradient all-reduce and weight broadcast");
   }
@@ -131,11 +133,13 @@ struct CkptConfig {
 
 struct FaultConfig {  // fault injection for tests
   int64_t kill_at_step = -1;
+  std::string signal = "kill";  // kill (a dead rank) | stop (a stuck rank: SIGSTOP)
   int rank = 0;
   std::string once_file;
 
   template <class V> void visit(V& v) {
-    v("kill_at_step", kill_at_step, "test only: SIGKILL rank `rank` at the start of this step");
+    v("kill_at_step", kill_at_step, "test only: signal rank `rank` at the start of this step");
+    v.choice("signal", signal, {"kill", "stop"}, "test only: SIGKILL (dead rank) or SIGSTOP (stuck rank)");
     v("rank", rank, "test only: the rank to kill");
     v("once_file", once_file, "test only: kill only if this file does not exist (it is created first)");
   }
