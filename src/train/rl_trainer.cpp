@@ -264,27 +264,72 @@ void set_rng_state_bytes(const std::string& b) {
   gen.set_state(t);
 }
 
-}  // namespace
+// An MPI communicator this process owns (freed on destruction).
+struct OwnedMpiComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  OwnedMpiComm() = default;
+  OwnedMpiComm(const OwnedMpiComm&) = delete;
+  OwnedMpiComm& operator=(const OwnedMpiComm&) = delete;
+  ~OwnedMpiComm() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+  }
+};
 
-TrainResult run_train(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml,
-                      const dist::World& world) {
-  cfg.validate();
-  TrainResult result;
-  const bool colocated = world.role() == dist::Role::kColocated;
-  const bool is_learner = world.role() != dist::Role::kActor, is_actor = world.role() != dist::Role::kLearner;
-  const int num_learners = colocated ? world.size() : cfg.dist.num_learners;
-  int role_rank = 0;
-  MPI_Comm_rank(world.role_comm(), &role_rank);
+// One `dice train` invocation on this rank: the setup in the constructor, then run().
+class Run {
+ public:
+  Run(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world);
+  TrainResult run();
 
-  // ---- setup: everything a user can get wrong is refused here, before any work ----
-  const std::string model_dir = model_dir_of(cfg.model);
-  auto mcfg = model::ModelConfig::from_hf_dir(model_dir);
-  auto tok = text::Tokenizer::from_dir(model_dir);
-  text::check_compatible(tok, mcfg.vocab_size, mcfg.mask_token_id);
-  std::vector<StageData> stages;
-  for (const auto& s : cfg.stages) stages.push_back(load_stage(s, tok));
+ private:
+  void step(const StageData& st, int64_t stage_start, int64_t stage_end);
+  ActorOutput act(const StageData& st, const std::vector<int64_t>& slots, json& part);
+  std::vector<Rollout> transfer(const ActorOutput& rollouts, json& part);
+  void learn(const std::vector<Rollout>& mine, json& part);
+  void sync_weights(json& part);
+  void record_checksums(json& part);
+  std::string checkpoint(const StageData& st, int64_t next_cursor);
+  void report(const StageData& st, const ActorOutput& rollouts, const json& part, const std::string& saved);
+
+  const RlRunConfig& cfg_;
+  const std::string yaml_;
+  const dist::World& world_;
+  bool colocated_, is_learner_, is_actor_;
+  int num_learners_, role_rank_ = 0;
+  std::string model_dir_, resume_from_, metrics_path_;
+  torch::Device device_{torch::kCPU};
+  torch::Dtype actor_dtype_ = torch::kFloat32;
+  std::optional<text::Tokenizer> tok_;
+  std::vector<StageData> stages_;
+  ckpt::TrainState state_;
+  std::optional<model::Transformer> master_, actor_model_, reference_;
+  std::unique_ptr<dist::Comm> role_comm_, world_comm_, sync_comm_;
+  OwnedMpiComm sync_mpi_;
+  std::optional<LearnerLoop> learner_;
+  std::optional<ActorLoop> actor_;
+  int64_t step_ = 0, version_ = 0;
+  TrainResult result_;
+};
+
+Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world)
+    : cfg_(cfg), yaml_(yaml), world_(world) {
+  cfg_.validate();
+  colocated_ = world.role() == dist::Role::kColocated;
+  is_learner_ = world.role() != dist::Role::kActor;
+  is_actor_ = world.role() != dist::Role::kLearner;
+  num_learners_ = colocated_ ? world.size() : cfg.dist.num_learners;
+  MPI_Comm_rank(world.role_comm(), &role_rank_);
+
+  // ---- everything a user can get wrong is refused here, before any work ----
+  model_dir_ = model_dir_of(cfg.model);
+  auto mcfg = model::ModelConfig::from_hf_dir(model_dir_);
+  tok_.emplace(text::Tokenizer::from_dir(model_dir_));
+  text::check_compatible(*tok_, mcfg.vocab_size, mcfg.mask_token_id);
+  for (const auto& s : cfg.stages) stages_.push_back(load_stage(s, *tok_));
   const int64_t W = mcfg.block_size;
-  for (const auto& st : stages) {
+  for (const auto& st : stages_) {
     int64_t longest = 0;
     for (const auto& p : st.prompt_ids)
       if (static_cast<int64_t>(p.size()) <= st.cfg.max_prompt_len) longest = std::max<int64_t>(longest, p.size());
@@ -293,194 +338,216 @@ TrainResult run_train(const RlRunConfig& cfg, const std::string& resume, const s
                  " tokens plus sampler.max_new_tokens ", cfg.sampler.max_new_tokens, " need sampler.max_len >= ", need,
                  " (it is ", cfg.sampler.max_len, ").");
   }
-  const std::string resume_from = plan_run_dir(cfg, resume, yaml, world);
-  const auto device = pick_device(cfg.device, world);
-  const auto actor_dtype = device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  resume_from_ = plan_run_dir(cfg, resume, yaml, world);
+  device_ = pick_device(cfg.device, world);
+  actor_dtype_ = device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  const std::string weights_src = resume_from_.empty() ? model_dir_ : resume_from_;
+  const auto start_weights = initial_weights(weights_src);
+  if (!resume_from_.empty()) state_ = ckpt::load_state(resume_from_);
 
-  ckpt::TrainState state;
-  const auto start_weights = initial_weights(resume_from.empty() ? model_dir : resume_from);
-  if (!resume_from.empty()) state = ckpt::load_state(resume_from);
-  const std::string weights_src = resume_from.empty() ? model_dir : resume_from;
-
-  // ---- models and communicators ----
-  std::optional<model::Transformer> master, actor_model, reference;
-  if (is_learner) {
-    master.emplace(mcfg, torch::kFloat32, device);
-    load_into(*master, start_weights, weights_src);
+  // ---- models: fp32 master weights on learners, the actors' copy in their dtype ----
+  if (is_learner_) {
+    master_.emplace(mcfg, torch::kFloat32, device_);
+    load_into(*master_, start_weights, weights_src);
     if (cfg.loss.kl_reference == "initial") {
-      reference.emplace(mcfg, torch::kFloat32, device);
-      load_into(*reference, initial_weights(model_dir), model_dir);
-      for (auto& p : (*reference)->parameters()) p.set_requires_grad(false);
+      reference_.emplace(mcfg, torch::kFloat32, device_);
+      load_into(*reference_, initial_weights(model_dir_), model_dir_);
+      for (auto& p : (*reference_)->parameters()) p.set_requires_grad(false);
     }
   }
-  if (is_actor) {
-    actor_model.emplace(mcfg, actor_dtype, device);
-    load_into(*actor_model, start_weights, weights_src);
-    for (auto& p : (*actor_model)->parameters()) p.set_requires_grad(false);
+  if (is_actor_) {
+    actor_model_.emplace(mcfg, actor_dtype_, device_);
+    load_into(*actor_model_, start_weights, weights_src);
+    for (auto& p : (*actor_model_)->parameters()) p.set_requires_grad(false);
   }
-  const dist::CommOptions copt{"", dist::role_name(world.role()), cfg.dist.timeout_s};
-  auto named = [&](const char* n) { auto o = copt; o.name = n; return o; };
-  auto role_comm = dist::make_comm(world.role_comm(), device, named(colocated ? "ranks" : is_learner ? "learners" : "actors"));
-  std::unique_ptr<dist::Comm> world_comm, sync_comm;
-  MPI_Comm sync_mpi = MPI_COMM_NULL;
-  if (!colocated) {
-    world_comm = dist::make_comm(world.comm(), device, named("world"));
-    const int color = (world.rank() == 0 || is_actor) ? 0 : MPI_UNDEFINED;
-    MPI_Comm_split(world.comm(), color, world.rank(), &sync_mpi);
-    if (sync_mpi != MPI_COMM_NULL) sync_comm = dist::make_comm(sync_mpi, device, named("weights"));
-  }
-  std::optional<LearnerLoop> learner;
-  std::optional<ActorLoop> actor;
-  if (is_learner) learner.emplace(cfg, *master, *role_comm, reference);
-  if (is_actor) actor.emplace(cfg, *actor_model, tok, *role_comm);
-  if (is_learner && !resume_from.empty()) {
-    const int optim_rank = cfg.optim.zero1 ? role_rank : 0;
-    learner->optimizer().load(ckpt::load_optim(resume_from, optim_rank));
-  }
-  if (!resume_from.empty() && state.rng.count(world.rank())) set_rng_state_bytes(state.rng.at(world.rank()));
 
-  const std::string metrics_path = cfg.out + "/metrics.jsonl";
+  // ---- communicators: the role's ranks; with split roles also all ranks (rollouts) and
+  // learner 0 + the actors (weights) ----
+  auto opts = [&](const char* name) { return dist::CommOptions{name, dist::role_name(world.role()), cfg.dist.timeout_s}; };
+  role_comm_ = dist::make_comm(world.role_comm(), device_, opts(colocated_ ? "ranks" : is_learner_ ? "learners" : "actors"));
+  if (!colocated_) {
+    world_comm_ = dist::make_comm(world.comm(), device_, opts("world"));
+    const int color = (world.rank() == 0 || is_actor_) ? 0 : MPI_UNDEFINED;
+    MPI_Comm_split(world.comm(), color, world.rank(), &sync_mpi_.comm);
+    if (sync_mpi_.comm != MPI_COMM_NULL) sync_comm_ = dist::make_comm(sync_mpi_.comm, device_, opts("weights"));
+  }
+  if (is_learner_) learner_.emplace(cfg, *master_, *role_comm_, reference_);
+  if (is_actor_) actor_.emplace(cfg, *actor_model_, *tok_, *role_comm_);
+  if (is_learner_ && !resume_from_.empty())
+    learner_->optimizer().load(ckpt::load_optim(resume_from_, cfg.optim.zero1 ? role_rank_ : 0));
+  if (!resume_from_.empty() && state_.rng.count(world.rank())) set_rng_state_bytes(state_.rng.at(world.rank()));
+
+  metrics_path_ = cfg.out + "/metrics.jsonl";
   if (world.is_root()) {
     make_dirs(cfg.out);
     fs::write_file_atomic(cfg.out + "/config.yaml", yaml);
-    keep_metrics_through(metrics_path, state.step);
+    keep_metrics_through(metrics_path_, state_.step);
     if (cfg.rollout.write_rollouts) make_dirs(cfg.out + "/rollouts");
-    log::info("train: ", world.size(), " rank(s): ", colocated ? "colocated" : str(num_learners, " learner(s) + ", world.size() - num_learners, " actor(s)"),
-              " on ", device.str(), "; ", cfg.total_steps(), " steps in ", stages.size(), " stage(s); ",
-              resume_from.empty() ? std::string("fresh start") : "resuming from " + resume_from);
+    log::info("train: ", world.size(), " rank(s): ",
+              colocated_ ? "colocated" : str(num_learners_, " learner(s) + ", world.size() - num_learners_, " actor(s)"),
+              " on ", device_.str(), "; ", cfg.total_steps(), " steps in ", stages_.size(), " stage(s); ",
+              resume_from_.empty() ? std::string("fresh start") : "resuming from " + resume_from_);
   }
+  step_ = state_.step;
+  version_ = state_.policy_version;
   world.barrier();
+}
 
-  // ---- the stage / step loop ----
-  int64_t step = state.step, version = state.policy_version, stage_start = 0;
-  result.first_step = step + 1;
-  const int64_t total = cfg.total_steps();
-  for (size_t si = 0; si < stages.size(); ++si) {
-    const auto& st = stages[si];
+TrainResult Run::run() {
+  result_.first_step = step_ + 1;
+  int64_t stage_start = 0;
+  for (const auto& st : stages_) {
     const int64_t stage_end = stage_start + st.cfg.steps;
-    rl::Curriculum curriculum(static_cast<int64_t>(st.tasks.size()), cfg.rollout.tasks_per_step, cfg.rollout.curriculum,
-                              cfg.sampler.seed);
-    for (; step < stage_end; ) {
-      ++step;
-      maybe_die(cfg.fault, step, world.rank());
-      Timer t_step;
-      const int64_t cursor = (step - stage_start - 1) * cfg.rollout.tasks_per_step;
-      const auto slots = curriculum.tasks_at(cursor);
-      json part = {{"rank", world.rank()}, {"times", json::object()}};
-
-      // actors: sample, score, advantages
-      ActorOutput rollouts;
-      if (is_actor) {
-        rollouts = actor->step(st, slots, step);
-        for (const char* k : {"time_sample_s", "time_judge_s", "time_advantage_s"})
-          part["times"][k] = rollouts.metrics[k];
-        part["actor"] = rollouts.metrics;
-        if (colocated) actor->release();
-      }
-      // rollouts -> learners
-      Timer t_transfer;
-      std::vector<Rollout> mine = colocated ? rollouts.mine
-                                            : transfer_rollouts(*world_comm, rollouts.mine, is_actor, num_learners, world.size());
-      // Times are reported by the ranks that do the work (a learner's wait for actors is not transfer).
-      if (is_actor) part["times"]["time_transfer_s"] = t_transfer.elapsed_s();
-      // learners: rows, old log-probs, updates
-      if (is_learner) {
-        auto lm = learner->step(mine);
-        for (const char* k : {"time_rows_s", "time_old_logp_s", "time_update_s"}) part["times"][k] = lm[k];
-        part["learner"] = lm;
-      }
-      ++version;
-      // new weights -> actors, in place (the sampler's packed weights and graphs stay valid)
-      Timer t_sync;
-      int64_t sync_bytes = 0;
-      if (colocated) {
-        torch::NoGradGuard ng;
-        auto src = learner->params();
-        auto dst = params_of(*actor_model);
-        for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
-      } else if (sync_comm) {
-        auto ps = is_actor ? params_of(*actor_model) : learner->params();
-        sync_bytes = dist::broadcast_parameters(*sync_comm, ps, 0, actor_dtype, cfg.dist.bucket_mb << 20);
-      }
-      if (device.is_cuda()) torch::cuda::synchronize();
-      const double sync_s = t_sync.elapsed_s();
-      if (is_learner || colocated) part["times"]["time_weight_sync_s"] = sync_s;
-      if (sync_bytes > 0 && world.is_root()) {
-        part["weight_sync_bytes"] = sync_bytes;
-        part["weight_sync_gbps"] = static_cast<double>(sync_bytes) / std::max(sync_s, 1e-9) / 1e9;
-      }
-      if (cfg.dist.checksum_weights) {
-        if (is_learner) {
-          part["checksum_learner"] = dist::parameters_checksum(learner->params(), torch::kFloat32);
-          part["checksum_learner_cast"] = dist::parameters_checksum(learner->params(), actor_dtype);
-        }
-        if (is_actor) part["checksum_actor"] = dist::parameters_checksum(params_of(*actor_model), actor_dtype);
-      }
-
-      // checkpoint: every K steps and at the stage end
-      Timer t_ckpt;
-      std::string saved;
-      if (step % cfg.ckpt.every == 0 || (cfg.ckpt.stage_end && step == stage_end)) {
-        auto rngs = world.gather(rng_state_bytes());
-        if (is_learner) {
-          ckpt::TrainState ts;
-          ts.step = step;
-          ts.stage = st.cfg.name;
-          ts.cursor = cursor + cfg.rollout.tasks_per_step;
-          ts.policy_version = version;
-          for (size_t r = 0; r < rngs.size(); ++r) ts.rng[static_cast<int>(r)] = rngs[r];
-          ts.config_yaml = yaml;
-          ckpt::SaveOptions so;
-          so.rank = role_rank;
-          so.leader = role_rank == 0;
-          so.keep_last = cfg.ckpt.keep_last;
-          for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
-                                "added_tokens.json", "special_tokens_map.json"})
-            so.copy_files.push_back(model_dir + "/" + f);
-          MPI_Comm lc = world.role_comm();
-          so.barrier = [lc] { MPI_Barrier(lc); };
-          auto state_dict = so.leader ? (*master)->state_dict(torch::kFloat32) : model::NamedTensors{};
-          const bool writes_optim = cfg.optim.zero1 || role_rank == 0;
-          auto os = learner->optimizer().state();
-          saved = ckpt::save_checkpoint(cfg.out, step, state_dict, writes_optim ? &os : nullptr, ts, so);
-        }
-      }
-      if (is_learner) part["times"]["time_checkpoint_s"] = t_ckpt.elapsed_s();
-      part["times"]["time_step_s"] = t_step.elapsed_s();
-
-      // metrics and the progress line (rank 0 = learner 0)
-      auto parts = world.gather(part.dump());
-      std::vector<std::string> roll_parts;
-      if (cfg.rollout.write_rollouts) {
-        json lines = json::array();
-        for (const auto& r : rollouts.mine)
-          lines.push_back({{"step", step}, {"sample", r.sample}, {"task_id", st.tasks[static_cast<size_t>(r.task)].id},
-                           {"reward", r.reward}, {"advantage", r.traj.advantage}, {"kept", r.kept},
-                           {"prompt_tokens", r.traj.prompt_ids.size()}, {"response_ids", r.traj.response_ids},
-                           {"step_map", r.traj.step_map}, {"stop_token", r.stop_token}, {"policy_version", version - 1}});
-        roll_parts = world.gather(lines.dump());
-      }
-      if (world.is_root()) {
-        auto rec = merge_metrics(parts, step, st.cfg.name, version);
-        if (!saved.empty()) rec["checkpoint"] = saved;
-        append_line(metrics_path, rec.dump());
-        if (cfg.rollout.write_rollouts) {
-          std::string text;
-          for (const auto& p : roll_parts)
-            for (const auto& l : json::parse(p)) text += l.dump() + "\n";
-          fs::write_file_atomic(cfg.out + "/rollouts/" + ckpt::step_dir_name(step) + ".jsonl", text);
-        }
-        std::printf("%s\n", progress_line(rec, total).c_str());
-        result.reward_mean.push_back(rec.value("reward_mean", 0.0));
-      }
-      if (!saved.empty()) result.last_checkpoint = saved;
-      result.last_step = step;
-    }
+    while (step_ < stage_end) step(st, stage_start, stage_end);  // stages already done are skipped
     stage_start = stage_end;
   }
-  if (sync_mpi != MPI_COMM_NULL) MPI_Comm_free(&sync_mpi);
-  world.barrier();
-  return result;
+  world_.barrier();
+  return result_;
+}
+
+// One RL step: the phases in order; each records its time in `part` (this rank's metrics).
+void Run::step(const StageData& st, int64_t stage_start, int64_t stage_end) {
+  ++step_;
+  maybe_die(cfg_.fault, step_, world_.rank());
+  Timer t_step;
+  json part = {{"rank", world_.rank()}, {"times", json::object()}};
+  const int64_t cursor = (step_ - stage_start - 1) * cfg_.rollout.tasks_per_step;
+  const rl::Curriculum curriculum(static_cast<int64_t>(st.tasks.size()), cfg_.rollout.tasks_per_step,
+                                  cfg_.rollout.curriculum, cfg_.sampler.seed);
+
+  ActorOutput rollouts = act(st, curriculum.tasks_at(cursor), part);  // sample, score, advantages
+  std::vector<Rollout> mine = transfer(rollouts, part);                // kept rollouts -> learners
+  learn(mine, part);                                                   // rows, old log-probs, updates
+  ++version_;
+  sync_weights(part);                                                  // new weights -> actors
+  record_checksums(part);
+  Timer t_ckpt;
+  std::string saved;
+  if (step_ % cfg_.ckpt.every == 0 || (cfg_.ckpt.stage_end && step_ == stage_end))
+    saved = checkpoint(st, cursor + cfg_.rollout.tasks_per_step);
+  if (is_learner_) part["times"]["time_checkpoint_s"] = t_ckpt.elapsed_s();
+  part["times"]["time_step_s"] = t_step.elapsed_s();
+  report(st, rollouts, part, saved);                                   // metrics, rollouts, progress
+}
+
+ActorOutput Run::act(const StageData& st, const std::vector<int64_t>& slots, json& part) {
+  ActorOutput out;
+  if (!is_actor_) return out;
+  out = actor_->step(st, slots, step_);
+  for (const char* k : {"time_sample_s", "time_judge_s", "time_advantage_s"}) part["times"][k] = out.metrics[k];
+  part["actor"] = out.metrics;
+  if (colocated_) actor_->release();  // the KV cache is not needed during the update
+  return out;
+}
+
+std::vector<Rollout> Run::transfer(const ActorOutput& rollouts, json& part) {
+  if (colocated_) return rollouts.mine;
+  Timer t;
+  auto mine = transfer_rollouts(*world_comm_, rollouts.mine, is_actor_, num_learners_, world_.size());
+  // Reported by the senders: a learner's wait here is the actors' sampling, not transfer.
+  if (is_actor_) part["times"]["time_transfer_s"] = t.elapsed_s();
+  return mine;
+}
+
+void Run::learn(const std::vector<Rollout>& mine, json& part) {
+  if (!is_learner_) return;
+  auto lm = learner_->step(mine);
+  for (const char* k : {"time_rows_s", "time_old_logp_s", "time_update_s"}) part["times"][k] = lm[k];
+  part["learner"] = lm;
+}
+
+// In place, so the sampler's packed weights and CUDA graphs stay valid.
+void Run::sync_weights(json& part) {
+  Timer t;
+  int64_t bytes = 0;
+  if (colocated_) {
+    torch::NoGradGuard ng;
+    auto src = learner_->params();
+    auto dst = params_of(*actor_model_);
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  } else if (sync_comm_) {
+    auto ps = is_actor_ ? params_of(*actor_model_) : learner_->params();
+    bytes = dist::broadcast_parameters(*sync_comm_, ps, 0, actor_dtype_, cfg_.dist.bucket_mb << 20);
+  }
+  if (device_.is_cuda()) torch::cuda::synchronize();
+  const double s = t.elapsed_s();
+  if (is_learner_) part["times"]["time_weight_sync_s"] = s;  // actors would report their wait for the update
+  if (bytes > 0 && world_.is_root()) {
+    part["weight_sync_bytes"] = bytes;
+    part["weight_sync_gbps"] = static_cast<double>(bytes) / std::max(s, 1e-9) / 1e9;
+  }
+}
+
+void Run::record_checksums(json& part) {
+  if (!cfg_.dist.checksum_weights) return;
+  if (is_learner_) {
+    part["checksum_learner"] = dist::parameters_checksum(learner_->params(), torch::kFloat32);
+    part["checksum_learner_cast"] = dist::parameters_checksum(learner_->params(), actor_dtype_);
+  }
+  if (is_actor_) part["checksum_actor"] = dist::parameters_checksum(params_of(*actor_model_), actor_dtype_);
+}
+
+// Every rank hands in its RNG state; the learners write (ckpt::save_checkpoint's protocol).
+std::string Run::checkpoint(const StageData& st, int64_t next_cursor) {
+  auto rngs = world_.gather(rng_state_bytes());
+  if (!is_learner_) return "";
+  ckpt::TrainState ts;
+  ts.step = step_;
+  ts.stage = st.cfg.name;
+  ts.cursor = next_cursor;
+  ts.policy_version = version_;
+  for (size_t r = 0; r < rngs.size(); ++r) ts.rng[static_cast<int>(r)] = rngs[r];
+  ts.config_yaml = yaml_;
+  ckpt::SaveOptions so;
+  so.rank = role_rank_;
+  so.leader = role_rank_ == 0;
+  so.keep_last = cfg_.ckpt.keep_last;
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                        "added_tokens.json", "special_tokens_map.json"})
+    so.copy_files.push_back(model_dir_ + "/" + f);
+  dist::Comm* learners = role_comm_.get();
+  so.barrier = [learners] { learners->barrier(); };
+  auto state_dict = so.leader ? (*master_)->state_dict(torch::kFloat32) : model::NamedTensors{};
+  const bool writes_optim = cfg_.optim.zero1 || role_rank_ == 0;  // without ZeRO-1 every learner holds the same state
+  auto os = learner_->optimizer().state();
+  return ckpt::save_checkpoint(cfg_.out, step_, state_dict, writes_optim ? &os : nullptr, ts, so);
+}
+
+// Rank 0 (learner 0) merges every rank's part into one metrics record and prints the progress line.
+void Run::report(const StageData& st, const ActorOutput& rollouts, const json& part, const std::string& saved) {
+  auto parts = world_.gather(part.dump());
+  std::vector<std::string> roll_parts;
+  if (cfg_.rollout.write_rollouts) {
+    json lines = json::array();
+    for (const auto& r : rollouts.mine)
+      lines.push_back({{"step", step_}, {"sample", r.sample}, {"task_id", st.tasks[static_cast<size_t>(r.task)].id},
+                       {"reward", r.reward}, {"advantage", r.traj.advantage}, {"kept", r.kept},
+                       {"prompt_tokens", r.traj.prompt_ids.size()}, {"response_ids", r.traj.response_ids},
+                       {"step_map", r.traj.step_map}, {"stop_token", r.stop_token}, {"policy_version", version_ - 1}});
+    roll_parts = world_.gather(lines.dump());
+  }
+  if (!saved.empty()) result_.last_checkpoint = saved;
+  result_.last_step = step_;
+  if (!world_.is_root()) return;
+  auto rec = merge_metrics(parts, step_, st.cfg.name, version_);
+  if (!saved.empty()) rec["checkpoint"] = saved;
+  append_line(metrics_path_, rec.dump());
+  if (cfg_.rollout.write_rollouts) {
+    std::string text;
+    for (const auto& p : roll_parts)
+      for (const auto& l : json::parse(p)) text += l.dump() + "\n";
+    fs::write_file_atomic(cfg_.out + "/rollouts/" + ckpt::step_dir_name(step_) + ".jsonl", text);
+  }
+  std::printf("%s\n", progress_line(rec, cfg_.total_steps()).c_str());
+  result_.reward_mean.push_back(rec.value("reward_mean", 0.0));
+}
+
+}  // namespace
+
+TrainResult run_train(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml,
+                      const dist::World& world) {
+  Run r(cfg, resume, yaml, world);
+  return r.run();
 }
 
 }  // namespace dice::train
