@@ -206,6 +206,7 @@ struct Sampler::Impl::Run {
   const std::vector<std::vector<int64_t>>& prompts;
   const uint64_t first_seq_id;
   const std::function<void(int64_t, int64_t)>& progress;
+  const Sampler::RecordFn& on_record;
   Timer wall;
   const int64_t W, T, N, mask_id;
   const torch::TensorOptions i64;
@@ -280,6 +281,7 @@ Sampler::Impl::Run::Run(Sampler& s, const std::vector<std::vector<int64_t>>& pro
       prompts(prompts),
       first_seq_id(first_seq_id),
       progress(progress),
+      on_record(s.on_record_),
       W(s.block_),
       T(s.cfg_.max_len),
       N(static_cast<int64_t>(prompts.size())),
@@ -698,6 +700,7 @@ void Sampler::Impl::Run::finish(const std::vector<int64_t>& gone) {
     r.steps = gsteps[g].item<int64_t>();
     r.decode_s = wall.elapsed_s() - s.joined_s;
     stats.response_tokens += static_cast<int64_t>(r.response_ids.size());
+    if (on_record) on_record(s.req, r);
   }
   done += static_cast<int64_t>(gone.size());
   if (progress) progress(done, N);

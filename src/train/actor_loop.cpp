@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "dice/dist/world.h"
+#include "dice/judge/judge_queue.h"
 #include "dice/judge/reward.h"
 #include "dice/rl/advantage.h"
 #include "dice/text/chat.h"
@@ -75,7 +77,17 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   ActorOutput out;
   auto& m = out.metrics;
 
-  // ---- sample: runs of consecutive samples share one generate() call (noise stream = id) ----
+  // ---- sample: runs of consecutive samples share one generate() call (noise stream = id); with
+  // the judge's reward each finished sequence goes to the judge at once, so its builds run on the
+  // CPUs while the GPU keeps sampling ----
+  std::optional<judge::JudgeQueue> queue;
+  if (judge_) queue.emplace(*judge_);
+  int64_t run_begin = 0;
+  if (queue)
+    sampler_->set_on_record([&](int64_t i, const rollout::SampleRecord& rec) {
+      const int64_t s = run_begin + i;
+      queue->submit(s, job_for(st.tasks[static_cast<size_t>(slots[s / G])], rec.response_ids));
+    });
   Timer t_sample;
   for (int64_t s = shard.begin; s < shard.end; ++s) {
     Rollout r;
@@ -91,6 +103,7 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
     int64_t j = i;
     std::vector<std::vector<int64_t>> prompts;
     while (j < shard.end && !too_long(j)) prompts.push_back(out.mine[static_cast<size_t>(j++ - shard.begin)].traj.prompt_ids);
+    run_begin = i;
     auto recs = sampler_->generate(prompts, static_cast<uint64_t>(step * N + i));
     for (auto& rec : recs) {
       auto& r = out.mine[static_cast<size_t>(i++ - shard.begin)];
@@ -103,12 +116,14 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
       response_tokens += static_cast<int64_t>(r.traj.response_ids.size());
     }
   }
+  sampler_->set_on_record(nullptr);
   m["time_sample_s"] = t_sample.elapsed_s();
   m["response_tokens"] = response_tokens;
 
-  // ---- score, then the advantages of every group from everyone's rewards ----
+  // ---- score (the judge's remaining work: what did not overlap sampling), then the advantages
+  // of every group from everyone's rewards ----
   Timer t_judge;
-  auto rewards = score(st, out.mine, m);
+  auto rewards = queue ? judge_rewards(*queue, shard.begin, out.mine.size(), m) : synthetic_rewards(out.mine);
   m["time_judge_s"] = t_judge.elapsed_s();
   Timer t_adv;
   auto all = gather_rewards(rewards, N);
@@ -158,31 +173,31 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   return out;
 }
 
-std::vector<double> ActorLoop::score(const StageData& st, const std::vector<Rollout>& rs, nlohmann::json& m) {
+judge::Job ActorLoop::job_for(const judge::Task& task, const std::vector<int64_t>& response) const {
+  // Ids past the tokenizer (the model's padded vocabulary rows) have no text.
+  std::vector<int32_t> ids;
+  for (auto t : response)
+    if (t < tok_.vocab_size()) ids.push_back(static_cast<int32_t>(t));
+  return {&task, tok_.decode(ids, /*skip_special=*/true), false};
+}
+
+std::vector<double> ActorLoop::synthetic_rewards(const std::vector<Rollout>& rs) const {
   std::vector<double> rewards(rs.size(), 0.0);
-  if (cfg_.reward.synthetic_kind()) {
-    for (size_t i = 0; i < rs.size(); ++i) rewards[i] = cfg_.reward.synthetic(rs[i].traj.response_ids, cfg_.sampler.stop_ids);
-    return rewards;
-  }
-  std::vector<judge::Job> jobs;
-  std::vector<size_t> which;
-  for (size_t i = 0; i < rs.size(); ++i) {
-    if (!rs[i].sampled) continue;  // prompt too long
-    // Ids past the tokenizer (the model's padded vocabulary rows) have no text.
-    std::vector<int32_t> ids;
-    for (auto t : rs[i].traj.response_ids)
-      if (t < tok_.vocab_size()) ids.push_back(static_cast<int32_t>(t));
-    jobs.push_back({&st.tasks[static_cast<size_t>(rs[i].task)], tok_.decode(ids, /*skip_special=*/true), false});
-    which.push_back(i);
-  }
-  auto verdicts = judge_->judge(jobs);
+  for (size_t i = 0; i < rs.size(); ++i)
+    if (rs[i].sampled) rewards[i] = cfg_.reward.synthetic(rs[i].traj.response_ids, cfg_.sampler.stop_ids);
+  return rewards;
+}
+
+std::vector<double> ActorLoop::judge_rewards(judge::JudgeQueue& queue, int64_t first, size_t n, nlohmann::json& m) {
+  judge::QueueStats qs;
+  auto verdicts = queue.drain(&qs);  // sample index -> verdict; too-long prompts were not sampled
+  std::vector<double> rewards(n, 0.0);
   const auto kind = judge::reward_kind_from_name(cfg_.reward.kind);
   int64_t compiled = 0, correct = 0, extracted = 0, findings = 0, cache_hits = 0;
   std::map<std::string, int64_t> failures;
   std::vector<double> compile_s, exec_s;
-  for (size_t k = 0; k < verdicts.size(); ++k) {
-    const auto& v = verdicts[k];
-    rewards[which[k]] = judge::reward(v, kind, cfg_.judge.tau);
+  for (const auto& [s, v] : verdicts) {
+    rewards[static_cast<size_t>(s - first)] = judge::reward(v, kind, cfg_.judge.tau);
     compiled += v.compiled;
     correct += v.correct;
     extracted += v.extracted;
@@ -201,6 +216,9 @@ std::vector<double> ActorLoop::score(const StageData& st, const std::vector<Roll
   m["failures"] = failures;
   m["judge_compile_s"] = compile_s;
   m["judge_exec_s"] = exec_s;
+  m["judge_latency_s"] = qs.latency_s;
+  m["judge_batches"] = qs.batches;
+  m["judge_queue_max"] = qs.max_waiting;
   return rewards;
 }
 

@@ -163,7 +163,7 @@ json merge_metrics(const std::vector<std::string>& parts, int64_t step, const st
   json actor0, learner0;
   std::map<std::string, double> times, sums;
   std::map<std::string, int64_t> failures;
-  std::vector<double> compile_s, exec_s;
+  std::vector<double> compile_s, exec_s, latency_s;
   json checks_learner = json::array(), checks_learner_cast = json::array(), checks_actor = json::array();
   bool have_actor = false, have_learner = false;
   for (const auto& p : parts) {
@@ -181,6 +181,9 @@ json merge_metrics(const std::vector<std::string>& parts, int64_t step, const st
         for (auto& [k, v] : a["failures"].items()) failures[k] += v.get<int64_t>();
       if (a.contains("judge_compile_s")) for (double x : a["judge_compile_s"]) compile_s.push_back(x);
       if (a.contains("judge_exec_s")) for (double x : a["judge_exec_s"]) exec_s.push_back(x);
+      if (a.contains("judge_latency_s")) for (double x : a["judge_latency_s"]) latency_s.push_back(x);
+      for (const char* k : {"judge_batches", "judge_queue_max"})
+        if (a.contains(k)) sums[k] += a[k].get<double>();
       if (j.contains("checksum_actor")) checks_actor.push_back(j["checksum_actor"]);
     }
     if (j.contains("learner")) {
@@ -201,6 +204,8 @@ json merge_metrics(const std::vector<std::string>& parts, int64_t step, const st
     rec["judge_compile_p90_s"] = percentile(compile_s, 0.9);
     rec["judge_exec_p50_s"] = percentile(exec_s, 0.5);
     rec["judge_exec_p90_s"] = percentile(exec_s, 0.9);
+    rec["judge_latency_p50_s"] = percentile(latency_s, 0.5);  // submit (sequence finished) -> verdict
+    rec["judge_latency_p90_s"] = percentile(latency_s, 0.9);
     rec["failures"] = failures;
   }
   for (auto& [k, v] : times) rec[k] = v;

@@ -197,6 +197,8 @@ r = [json.loads(l) for l in open(sys.argv[1])]
 assert len(r) == 1 and r[0]["judged"] == 9, r
 assert r[0]["failures"].get("no_code", 0) + r[0]["failures"].get("compile_error", 0) == 9, r[0]["failures"]
 assert r[0]["reward_mean"] == 0 and r[0]["zero_variance_groups"] == 3 and r[0]["kept_samples"] == 0, r[0]
+# Sequences went to the judge as they finished (JudgeQueue): batches and submit -> verdict latencies.
+assert r[0]["judge_batches"] >= 1 and "judge_latency_p50_s" in r[0] and r[0]["judge_latency_p90_s"] >= 0, r[0]
 print("judge reward: 9 candidates judged,", r[0]["failures"])
 EOF
   ;;

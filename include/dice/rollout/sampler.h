@@ -150,6 +150,11 @@ class Sampler {
   const SamplerConfig& config() const { return cfg_; }
   int64_t block_size() const { return block_; }
 
+  // Called from generate()'s thread with (prompt index, record) as soon as a sequence's record is
+  // final, e.g. to hand it to the judge while the rest are still decoding.
+  using RecordFn = std::function<void(int64_t index, const SampleRecord& record)>;
+  void set_on_record(RecordFn fn) { on_record_ = std::move(fn); }
+
   // Generates one response per prompt; sequence i gets id first_seq_id + i (its noise stream).
   // `progress(done, total)` is called from this thread as sequences finish.
   std::vector<SampleRecord> generate(const std::vector<std::vector<int64_t>>& prompts, uint64_t first_seq_id = 0,
@@ -168,6 +173,7 @@ class Sampler {
   int64_t block_ = 4;
   std::unique_ptr<Impl> impl_;
   SampleStats stats_;
+  RecordFn on_record_;
 };
 
 }  // namespace dice::rollout

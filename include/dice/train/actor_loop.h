@@ -15,6 +15,7 @@
 
 #include "dice/dist/comm.h"
 #include "dice/judge/judge.h"
+#include "dice/judge/judge_queue.h"
 #include "dice/judge/task.h"
 #include "dice/model/transformer.h"
 #include "dice/rollout/sampler.h"
@@ -49,7 +50,9 @@ class ActorLoop {
   void release() { sampler_->release(); }  // frees the KV cache (colocated: before the update)
 
  private:
-  std::vector<double> score(const StageData& stage, const std::vector<Rollout>& rs, nlohmann::json& m);
+  judge::Job job_for(const judge::Task& task, const std::vector<int64_t>& response) const;
+  std::vector<double> synthetic_rewards(const std::vector<Rollout>& rs) const;
+  std::vector<double> judge_rewards(judge::JudgeQueue& queue, int64_t first, size_t n, nlohmann::json& m);
   std::vector<double> gather_rewards(const std::vector<double>& mine, int64_t n);
 
   const RlRunConfig& cfg_;

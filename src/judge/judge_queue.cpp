@@ -1,0 +1,84 @@
+// JudgeQueue: batches of whatever was submitted, judged on a worker thread (see judge_queue.h).
+#include "dice/judge/judge_queue.h"
+
+#include <algorithm>
+
+#include "dice/util/timer.h"
+
+namespace dice::judge {
+namespace {
+double now_s() {
+  static const Timer clock;
+  return clock.elapsed_s();
+}
+}  // namespace
+
+JudgeQueue::JudgeQueue(Judge& judge) : judge_(judge), worker_([this] { work(); }) {}
+
+JudgeQueue::~JudgeQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void JudgeQueue::submit(int64_t key, Job job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.emplace_back(key, std::move(job));
+    submitted_s_[key] = now_s();
+    stats_.max_waiting = std::max<int64_t>(stats_.max_waiting, static_cast<int64_t>(waiting_.size()));
+  }
+  cv_.notify_all();
+}
+
+std::map<int64_t, Verdict> JudgeQueue::drain(QueueStats* stats) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return (waiting_.empty() && in_flight_ == 0) || error_; });
+  if (error_) {
+    auto e = error_;
+    error_ = nullptr;
+    waiting_.clear();
+    std::rethrow_exception(e);
+  }
+  if (stats) *stats = stats_;
+  stats_ = QueueStats{};
+  submitted_s_.clear();
+  return std::move(done_);
+}
+
+void JudgeQueue::work() {
+  for (;;) {
+    std::vector<std::pair<int64_t, Job>> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !waiting_.empty(); });
+      if (waiting_.empty()) return;  // stopping, nothing left
+      batch.swap(waiting_);
+      in_flight_ = static_cast<int64_t>(batch.size());
+      ++stats_.batches;
+    }
+    std::vector<Job> jobs;
+    for (const auto& [key, job] : batch) jobs.push_back(job);
+    try {
+      judge_.judge(jobs, nullptr, [&](size_t i, const Verdict& v) {
+        std::lock_guard<std::mutex> lock(mu_);
+        const int64_t key = batch[i].first;
+        done_[key] = v;
+        stats_.latency_s.push_back(now_s() - submitted_s_[key]);
+      });
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_ = 0;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace dice::judge
