@@ -13,7 +13,8 @@ double now_s() {
 }
 }  // namespace
 
-JudgeQueue::JudgeQueue(Judge& judge) : judge_(judge), worker_([this] { work(); }) {}
+JudgeQueue::JudgeQueue(Judge& judge, VerdictKeyFn on_verdict)
+    : judge_(judge), on_verdict_(std::move(on_verdict)), worker_([this] { work(); }) {}
 
 JudgeQueue::~JudgeQueue() {
   {
@@ -64,8 +65,9 @@ void JudgeQueue::work() {
     for (const auto& [key, job] : batch) jobs.push_back(job);
     try {
       judge_.judge(jobs, nullptr, [&](size_t i, const Verdict& v) {
-        std::lock_guard<std::mutex> lock(mu_);
         const int64_t key = batch[i].first;
+        if (on_verdict_) on_verdict_(key, v);  // outside the lock: submit() is never held up by it
+        std::lock_guard<std::mutex> lock(mu_);
         done_[key] = v;
         stats_.latency_s.push_back(now_s() - submitted_s_[key]);
       });

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dice/ckpt/checkpoint.h"
+#include "dice/judge/judge_queue.h"
 #include "dice/judge/task.h"
 #include "dice/model/transformer.h"
 #include "dice/text/chat.h"
@@ -207,47 +208,22 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
   log::Progress progress("eval", shard.end - shard.begin);
   int64_t finished = 0;
   for (int64_t begin = shard.begin; begin < shard.end; begin += cfg.chunk) {
-    int64_t end = std::min<int64_t>(begin + cfg.chunk, shard.end);
-    std::vector<std::string> prompts, responses;
-    std::vector<rollout::SampleRecord> gens;
-    Timer sample_timer;
-    for (int64_t i = begin; i < end; ++i) prompts.push_back(prompt_for(tasks[todo[i].task], cfg, templates));
-    if (use_model) {
-      // Runs of consecutive item indices share one generate() call (noise stream = item index).
-      int64_t i = begin;
-      while (i < end) {
-        int64_t j = i + 1;
-        while (j < end && todo[j].index == todo[j - 1].index + 1) ++j;
-        std::vector<std::vector<int64_t>> ids;
-        for (int64_t k = i; k < j; ++k) {
-          auto enc = tokenizer->encode(text::chat_prompt(prompts[k - begin]));
-          ids.emplace_back(enc.begin(), enc.end());
-        }
-        auto out = sampler->generate(ids, static_cast<uint64_t>(todo[i].index));
-        for (auto& r : out) {
-          std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
-          responses.push_back(tokenizer->decode(resp, /*skip_special=*/true));
-          gens.push_back(std::move(r));
-        }
-        i = j;
-      }
-    } else {
-      for (int64_t i = begin; i < end; ++i)
-        responses.push_back(given.at(sample_key(tasks[todo[i].task].id, todo[i].sample)));
-    }
-    double sample_s = sample_timer.elapsed_s();
+    const int64_t end = std::min<int64_t>(begin + cfg.chunk, shard.end), n = end - begin;
+    // Slots filled before their job is submitted (the judge's worker reads slot k only after).
+    std::vector<std::string> prompts(static_cast<size_t>(n)), responses(static_cast<size_t>(n));
+    std::vector<rollout::SampleRecord> gens(static_cast<size_t>(n));
+    std::vector<double> sampled_after_s(static_cast<size_t>(n), 0.0);
+    for (int64_t i = begin; i < end; ++i) prompts[i - begin] = prompt_for(tasks[todo[i].task], cfg, templates);
+    Timer chunk_timer;
 
-    // The DICE/KernelBench protocol judges the FIRST fenced code block of the answer.
-    std::vector<judge::Job> jobs;
-    for (int64_t i = begin; i < end; ++i)
-      jobs.push_back({&tasks[todo[i].task], judge::extract_candidate_code(responses[i - begin]), true});
     // Each record is stored as soon as its verdict is final: a job killed mid-chunk (a Slurm
     // time limit) loses only the candidates still being judged.
-    Timer judge_timer;
-    std::string store_error;  // judge threads call store_record: errors are raised after judge()
-    auto store_record = [&](size_t k, const judge::Verdict& verdict) {
+    std::string store_error;  // the judge's worker calls store_record: errors are raised after drain()
+    int64_t judged = 0;
+    auto store_record = [&](int64_t k, const judge::Verdict& verdict) {
+      progress.update(finished + ++judged);
       if (!store_error.empty()) return;
-      int64_t i = begin + static_cast<int64_t>(k);
+      int64_t i = begin + k;
       const auto& t = tasks[todo[i].task];
       json rec = {{"task_id", t.id},
                   {"sample_id", todo[i].sample},
@@ -256,7 +232,7 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
                   {"prompt", prompts[k]},
                   {"response", responses[k]},
                   {"verdict", verdict},
-                  {"timings", {{"chunk_sample_s", sample_s}, {"judged_after_s", judge_timer.elapsed_s()}}}};
+                  {"timings", {{"sampled_after_s", sampled_after_s[k]}, {"judged_after_s", chunk_timer.elapsed_s()}}}};
       if (use_model) {
         rec["checkpoint"] = ckpt_dir;
         rec["response_tokens"] = gens[k].response_ids.size();
@@ -272,12 +248,47 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
         store_error = e.what();
       }
     };
-    judger.judge(
-        jobs, [&](size_t judged, size_t) { progress.update(finished + static_cast<int64_t>(judged)); },
-        store_record);
+    // The same pipeline as the RL actor: each sequence goes to the judge as soon as it is decoded.
+    // The DICE/KernelBench protocol judges the FIRST fenced code block of the answer.
+    judge::JudgeQueue queue(judger, store_record);
+    auto submit = [&](int64_t k) {
+      queue.submit(k, {&tasks[todo[begin + k].task], judge::extract_candidate_code(responses[k]), true});
+    };
+    if (use_model) {
+      // Runs of consecutive item indices share one generate() call (noise stream = item index).
+      int64_t run_first = 0;
+      sampler->set_on_record([&](int64_t idx, const rollout::SampleRecord& r) {
+        const int64_t k = run_first + idx;
+        std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
+        responses[k] = tokenizer->decode(resp, /*skip_special=*/true);
+        gens[k] = r;
+        sampled_after_s[k] = chunk_timer.elapsed_s();
+        submit(k);
+      });
+      int64_t i = begin;
+      while (i < end) {
+        int64_t j = i + 1;
+        while (j < end && todo[j].index == todo[j - 1].index + 1) ++j;
+        std::vector<std::vector<int64_t>> ids;
+        for (int64_t k = i; k < j; ++k) {
+          auto enc = tokenizer->encode(text::chat_prompt(prompts[k - begin]));
+          ids.emplace_back(enc.begin(), enc.end());
+        }
+        run_first = i - begin;
+        sampler->generate(ids, static_cast<uint64_t>(todo[i].index));
+        i = j;
+      }
+      sampler->set_on_record(nullptr);
+    } else {
+      for (int64_t k = 0; k < n; ++k) {
+        responses[k] = given.at(sample_key(tasks[todo[begin + k].task].id, todo[begin + k].sample));
+        submit(k);
+      }
+    }
+    queue.drain();
     if (!store_error.empty()) throw Error(store_error);
-    finished += end - begin;
-    result.judged_here += end - begin;
+    finished += n;
+    result.judged_here += n;
     progress.update(finished);
   }
   progress.finish();

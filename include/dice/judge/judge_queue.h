@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -31,7 +32,10 @@ struct QueueStats {
 
 class JudgeQueue {
  public:
-  explicit JudgeQueue(Judge& judge);
+  // `on_verdict(key, verdict)`, when given, is called on the worker thread as each verdict is final
+  // (one call at a time), e.g. to store the record before the rest of the batch is done.
+  using VerdictKeyFn = std::function<void(int64_t key, const Verdict& verdict)>;
+  explicit JudgeQueue(Judge& judge, VerdictKeyFn on_verdict = nullptr);
   ~JudgeQueue();  // waits for the jobs in flight
   JudgeQueue(const JudgeQueue&) = delete;
   JudgeQueue& operator=(const JudgeQueue&) = delete;
@@ -45,6 +49,7 @@ class JudgeQueue {
   void work();
 
   Judge& judge_;
+  VerdictKeyFn on_verdict_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::pair<int64_t, Job>> waiting_;
