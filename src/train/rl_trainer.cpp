@@ -473,6 +473,11 @@ void Run::sync_weights(json& part) {
   } else if (sync_comm_) {
     auto ps = is_actor_ ? params_of(*actor_model_) : learner_->params();
     bytes = dist::broadcast_parameters(*sync_comm_, ps, 0, actor_dtype_, cfg_.dist.bucket_mb << 20);
+    // The stamp: the policy version the weights belong to, checked by every actor.
+    auto stamp = torch::tensor({version_}, torch::kInt64).to(sync_comm_->device());
+    sync_comm_->broadcast(stamp, 0);
+    const int64_t got = stamp.cpu().item<int64_t>();
+    DICE_CHECK(got == version_, "weight sync: received policy version ", got, ", expected ", version_);
   }
   if (device_.is_cuda()) torch::cuda::synchronize();
   const double s = t.elapsed_s();
@@ -483,13 +488,27 @@ void Run::sync_weights(json& part) {
   }
 }
 
+// With dist.checksum_weights: every rank's checksum goes into the metrics, and every actor checks
+// its weights against learner 0's (a mismatch ends the job: actors would sample another policy).
 void Run::record_checksums(json& part) {
   if (!cfg_.dist.checksum_weights) return;
+  std::string cast;
   if (is_learner_) {
     part["checksum_learner"] = dist::parameters_checksum(learner_->params(), torch::kFloat32);
-    part["checksum_learner_cast"] = dist::parameters_checksum(learner_->params(), actor_dtype_);
+    part["checksum_learner_cast"] = cast = dist::parameters_checksum(learner_->params(), actor_dtype_);
   }
-  if (is_actor_) part["checksum_actor"] = dist::parameters_checksum(params_of(*actor_model_), actor_dtype_);
+  std::string mine;
+  if (is_actor_) part["checksum_actor"] = mine = dist::parameters_checksum(params_of(*actor_model_), actor_dtype_);
+  if (colocated_) {
+    DICE_CHECK(mine == cast, "weight sync: actor checksum ", mine, " != learner checksum ", cast);
+  } else if (sync_comm_) {
+    auto c = torch::tensor({static_cast<int64_t>(std::stoull(world_.is_root() ? cast : mine, nullptr, 16))},
+                           torch::kInt64).to(sync_comm_->device());
+    sync_comm_->broadcast(c, 0);
+    if (is_actor_)
+      DICE_CHECK(static_cast<uint64_t>(c.cpu().item<int64_t>()) == std::stoull(mine, nullptr, 16),
+                 "weight sync: actor weights (checksum ", mine, ") differ from learner 0's after the broadcast");
+  }
 }
 
 // Every rank hands in its RNG state; the learners write (ckpt::save_checkpoint's protocol).
