@@ -18,11 +18,21 @@ struct LearnerLoop::Item {
   int64_t targets = 0;
 };
 
+// Rows are collated (ids, masks on the device) only while their micro-batch runs, once for the old
+// log-probs and once for the update: the step's masks are never resident all at once.
 struct LearnerLoop::MicroBatch {
   std::vector<std::pair<size_t, size_t>> rows;  // (item, row)
-  rl::TraceBatch batch;
-  torch::Tensor old_lp, ref_lp, adv, weight;  // [N]
+  torch::Tensor old_lp, ref_lp;                 // [N], in the batch's target order
 };
+
+namespace {
+rl::TraceBatch collate_rows(const std::vector<std::pair<size_t, size_t>>& which,
+                            const std::vector<std::vector<rl::TraceRow>>& rows_of_item, torch::Device device) {
+  std::vector<rl::TraceRow> rows;
+  for (auto [i, j] : which) rows.push_back(rows_of_item[i][j]);
+  return rl::collate(rows, device);
+}
+}  // namespace
 
 LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
                          std::optional<model::Transformer> reference)
@@ -46,9 +56,6 @@ std::vector<LearnerLoop::MicroBatch> LearnerLoop::micro_batches(const std::vecto
   MicroBatch mb;
   auto flush = [&]() {
     if (mb.rows.empty()) return;
-    std::vector<rl::TraceRow> rows;
-    for (auto [i, j] : mb.rows) rows.push_back(items[i].rows[j]);
-    mb.batch = rl::collate(rows, model_->device());
     out.push_back(std::move(mb));
     mb = MicroBatch{};
     cur.clear();
@@ -110,6 +117,8 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   targets = targets_d.cpu();
   std::vector<std::vector<MicroBatch>> mbs;
   for (int64_t u = 0; u < U; ++u) mbs.push_back(micro_batches(items, u));
+  std::vector<std::vector<rl::TraceRow>> rows_of_item;
+  for (auto& it : items) rows_of_item.push_back(std::move(it.rows));
   m["time_rows_s"] = t_rows.elapsed_s();
 
   // ---- old log-probs (and the frozen reference's), before any update ----
@@ -119,17 +128,19 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
     torch::NoGradGuard ng;
     for (auto& per_update : mbs)
       for (auto& mb : per_update) {
-        mb.old_lp = rl::token_logprobs(model_, mb.batch).detach();
-        if (reference_) mb.ref_lp = rl::token_logprobs(*reference_, mb.batch).detach();
+        const auto batch = collate_rows(mb.rows, rows_of_item, dev);
+        mb.old_lp = rl::token_logprobs(model_, batch).detach();
+        if (reference_) mb.ref_lp = rl::token_logprobs(*reference_, batch).detach();
         // How far the learner's scores are from the sampler's (0 up to rounding when both run in
         // fp32: the invariant the trace tests check; bf16 sampling shows its rounding here).
         auto old_cpu = mb.old_lp.cpu();
-        auto tr = mb.batch.target_traj_N.accessor<int64_t, 1>();
-        auto rp = mb.batch.target_resp_N.accessor<int64_t, 1>();
+        auto old_a = old_cpu.accessor<float, 1>();
+        auto tr = batch.target_traj_N.accessor<int64_t, 1>();
+        auto rp = batch.target_resp_N.accessor<int64_t, 1>();
         for (int64_t j = 0; j < old_cpu.size(0); ++j) {
           const auto& lps = items[static_cast<size_t>(tr[j])].r->logprobs;
           if (lps.empty()) continue;
-          const double d = std::abs(old_cpu[j].item<double>() - lps[static_cast<size_t>(rp[j])]);
+          const double d = std::abs(static_cast<double>(old_a[j]) - lps[static_cast<size_t>(rp[j])]);
           gap_sum += d;
           gap_max = std::max(gap_max, d);
           gap_n += 1;
@@ -144,7 +155,7 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   std::vector<double> acc(8, 0.0);
   for (int64_t u = 0; u < U; ++u) {
     const int64_t responses = std::min(rpu, K - u * rpu);
-    run_update(mbs[static_cast<size_t>(u)], items, u, L1, responses, targets[u].item<double>(), acc);
+    run_update(mbs[static_cast<size_t>(u)], rows_of_item, items, L1, responses, targets[u].item<double>(), acc);
   }
   if (dev.is_cuda()) torch::cuda::synchronize();
   m["time_update_s"] = t_update.elapsed_s();
@@ -173,14 +184,16 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   return m;
 }
 
-void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<Item>& items, int64_t u, int64_t L1,
-                             int64_t responses, double targets, std::vector<double>& acc) {
+void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
+                             const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
+                             std::vector<double>& acc) {
   auto ps = params();
   for (auto& p : ps) p.mutable_grad() = torch::Tensor();
   const auto& norm = cfg_.loss.norm;
   for (auto& mb : mbs) {
-    auto tr = mb.batch.target_traj_N.accessor<int64_t, 1>();
-    const int64_t N = mb.batch.target_traj_N.size(0);
+    const auto batch = collate_rows(mb.rows, rows_of_item, model_->device());
+    auto tr = batch.target_traj_N.accessor<int64_t, 1>();
+    const int64_t N = batch.target_traj_N.size(0);
     std::vector<double> adv(static_cast<size_t>(N)), w(static_cast<size_t>(N));
     for (int64_t j = 0; j < N; ++j) {
       const auto& it = items[static_cast<size_t>(tr[j])];
@@ -190,7 +203,7 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<Ite
                                     : 1.0 / (static_cast<double>(it.targets) * responses);
     }
     auto dev = model_->device();
-    auto lp = rl::token_logprobs(model_, mb.batch);
+    auto lp = rl::token_logprobs(model_, batch);
     auto out = rl::tracerl_loss(lp, mb.old_lp, mb.ref_lp, torch::tensor(adv, torch::kFloat64).to(dev),
                                 torch::tensor(w, torch::kFloat64).to(dev), cfg_.loss);
     out.loss.backward();
@@ -200,13 +213,12 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<Ite
     acc[3] += out.kl_token_sum;
     acc[4] += static_cast<double>(out.clipped);
     acc[5] += static_cast<double>(out.tokens);
-    acc[6] += static_cast<double>(mb.batch.rows * mb.batch.row_tokens);
+    acc[6] += static_cast<double>(batch.rows * batch.row_tokens);
   }
   dist::all_reduce_gradients(comm_, ps, 1.0, cfg_.dist.bucket_mb << 20);
   acc[7] += clip_grad_norm(ps, cfg_.optim.grad_clip);
   adam_->step(cfg_.optim.lr);
   if (cfg_.optim.zero1) sync_zero1();
-  (void)u;
 }
 
 void LearnerLoop::sync_zero1() {

@@ -13,6 +13,7 @@
 
 #include "dice/dist/comm.h"
 #include "dice/model/transformer.h"
+#include "dice/rl/trace.h"
 #include "dice/train/adamw.h"
 #include "dice/train/rl_config.h"
 #include "dice/train/rollout_batch.h"
@@ -34,8 +35,9 @@ class LearnerLoop {
   struct Item;
   struct MicroBatch;
   std::vector<MicroBatch> micro_batches(const std::vector<Item>& items, int64_t update) const;
-  void run_update(std::vector<MicroBatch>& mbs, const std::vector<Item>& items, int64_t update, int64_t L1,
-                  int64_t responses, double targets, std::vector<double>& acc);
+  void run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
+                  const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
+                  std::vector<double>& acc);
   void sync_zero1();
 
   const RlRunConfig& cfg_;
