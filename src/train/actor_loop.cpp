@@ -83,11 +83,11 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   std::optional<judge::JudgeQueue> queue;
   if (judge_) queue.emplace(*judge_);
   int64_t run_begin = 0;
-  if (queue)
-    sampler_->set_on_record([&](int64_t i, const rollout::SampleRecord& rec) {
-      const int64_t s = run_begin + i;
-      queue->submit(s, job_for(st.tasks[static_cast<size_t>(slots[s / G])], rec.response_ids));
-    });
+  rollout::ScopedRecordFn to_judge(*sampler_, !queue ? rollout::Sampler::RecordFn() :
+      [&](int64_t i, const rollout::SampleRecord& rec) {
+        const int64_t s = run_begin + i;
+        queue->submit(s, job_for(st.tasks[static_cast<size_t>(slots[s / G])], rec.response_ids));
+      });
   Timer t_sample;
   for (int64_t s = shard.begin; s < shard.end; ++s) {
     Rollout r;
@@ -116,7 +116,6 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
       response_tokens += static_cast<int64_t>(r.traj.response_ids.size());
     }
   }
-  sampler_->set_on_record(nullptr);
   m["time_sample_s"] = t_sample.elapsed_s();
   m["response_tokens"] = response_tokens;
 

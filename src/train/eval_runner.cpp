@@ -257,7 +257,7 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
     if (use_model) {
       // Runs of consecutive item indices share one generate() call (noise stream = item index).
       int64_t run_first = 0;
-      sampler->set_on_record([&](int64_t idx, const rollout::SampleRecord& r) {
+      rollout::ScopedRecordFn to_judge(*sampler, [&](int64_t idx, const rollout::SampleRecord& r) {
         const int64_t k = run_first + idx;
         std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
         responses[k] = tokenizer->decode(resp, /*skip_special=*/true);
@@ -278,7 +278,6 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
         sampler->generate(ids, static_cast<uint64_t>(todo[i].index));
         i = j;
       }
-      sampler->set_on_record(nullptr);
     } else {
       for (int64_t k = 0; k < n; ++k) {
         responses[k] = given.at(sample_key(tasks[todo[begin + k].task].id, todo[begin + k].sample));

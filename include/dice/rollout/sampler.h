@@ -176,4 +176,17 @@ class Sampler {
   RecordFn on_record_;
 };
 
+// Sets a sampler's record callback for one scope: reset on exit, also when generate() throws, so
+// the callback never outlives what it captures.
+class ScopedRecordFn {
+ public:
+  ScopedRecordFn(Sampler& s, Sampler::RecordFn fn) : s_(s) { s_.set_on_record(std::move(fn)); }
+  ~ScopedRecordFn() { s_.set_on_record(nullptr); }
+  ScopedRecordFn(const ScopedRecordFn&) = delete;
+  ScopedRecordFn& operator=(const ScopedRecordFn&) = delete;
+
+ private:
+  Sampler& s_;
+};
+
 }  // namespace dice::rollout
