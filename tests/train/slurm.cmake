@@ -4,5 +4,5 @@
 # cluster's ranks oversubscribe the CPUs, and the test waits on wall-clock requeue delays.
 add_test(NAME train_slurm
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(train_slurm PROPERTIES TIMEOUT 600 LABELS "train;slurm" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+set_tests_properties(train_slurm PROPERTIES TIMEOUT 1200 LABELS "train;slurm" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
