@@ -3,7 +3,8 @@
 #   dice_add_library(<module> SOURCES a.cpp b.cpp DEPS dice_util ... [TORCH])
 #     -> target dice_<module>, headers in include/dice/<module>/, namespace dice::<module>.
 #        TORCH: links LibTorch and reuses the shared precompiled LibTorch header.
-#   dice_add_test(<module> SOURCES x_test.cpp DEPS ... [MPI_NP n] [LABELS l...] [TORCH])
+#   dice_add_test(<module> SOURCES x_test.cpp DEPS ... [MPI_NP n] [LABELS l...] [TORCH]
+#                 [SPLITS name=GtestFilter ...])  (slow groups as their own ctest entries <module>_<name>)
 #     -> executable dice_<module>_tests, registered with CTest (under mpirun when MPI_NP).
 
 set(DICE_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/include")
@@ -35,7 +36,7 @@ function(dice_add_library module)
 endfunction()
 
 function(dice_add_test module)
-  cmake_parse_arguments(A "TORCH" "MPI_NP;TIMEOUT" "SOURCES;DEPS;LABELS;MAIN" ${ARGN})
+  cmake_parse_arguments(A "TORCH" "MPI_NP;TIMEOUT" "SOURCES;DEPS;LABELS;MAIN;SPLITS" ${ARGN})
   set(t dice_${module}_tests)
   add_executable(${t} ${A_SOURCES})
   target_include_directories(${t} PRIVATE "${DICE_INCLUDE_DIR}" "${PROJECT_SOURCE_DIR}/tests")
@@ -61,6 +62,18 @@ function(dice_add_test module)
     add_test(NAME ${module}_np${A_MPI_NP}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${A_MPI_NP} --oversubscribe
                      $<TARGET_FILE:${t}>)
+  elseif(A_SPLITS)
+    # SPLITS name=GtestFilter ...: one ctest entry per slow group, the rest under <module>
+    set(_rest "")
+    foreach(_split ${A_SPLITS})
+      string(REPLACE "=" ";" _kv "${_split}")
+      list(GET _kv 0 _name)
+      list(GET _kv 1 _filter)
+      add_test(NAME ${module}_${_name} COMMAND ${t} --gtest_filter=${_filter})
+      string(APPEND _rest ":${_filter}")
+    endforeach()
+    string(SUBSTRING "${_rest}" 1 -1 _rest)
+    add_test(NAME ${module} COMMAND ${t} --gtest_filter=-${_rest})
   else()
     add_test(NAME ${module} COMMAND ${t})
   endif()

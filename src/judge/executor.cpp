@@ -1,101 +1,470 @@
-// Executor process management: start, request/answer with a timeout, recycle.
+// Executor slot: the trusted reference process, one fresh sandboxed candidate process per
+// evaluation, and the call protocol between them (executor.h).
 #include "dice/judge/executor.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <random>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "dice/util/error.h"
+#include "dice/util/fs.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
 
 namespace dice::judge {
 
 namespace {
+
 std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
+std::string read_small_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// State letter and session id of a process from /proc/<pid>/stat ('\0' when it is gone).
+struct ProcStat {
+  char state = '\0';
+  long session = -1;
+};
+ProcStat proc_stat(const std::string& pid) {
+  ProcStat st;
+  std::string s = read_small_file("/proc/" + pid + "/stat");
+  size_t r = s.rfind(')');
+  if (r == std::string::npos || r + 2 >= s.size()) return st;
+  std::istringstream in(s.substr(r + 2));
+  long ppid, pgrp;
+  in >> st.state >> ppid >> pgrp >> st.session;
+  return st;
+}
+
+std::vector<std::string> numeric_entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.emplace_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A JSON line exchange with a helper process: false when it died or timed out.
+bool ask(proc::Subprocess& p, const nlohmann::json& req, double timeout_s, nlohmann::json& reply) {
+  std::string line;
+  if (!p.write_stdin(req.dump() + "\n") || !p.read_result_line(line, timeout_s)) return false;
+  reply = nlohmann::json::parse(line, nullptr, false);
+  if (!reply.is_object()) reply = nlohmann::json{{"event", "garbled"}, {"line", tail(line, 300)}};
+  return true;
+}
+
+// Sums of counts per name, and the minima the own-kernel rule needs (per call).
+void merge_evidence(nlohmann::json& acc, const nlohmann::json& ev) {
+  if (!ev.is_object()) return;
+  if (!acc.is_object())
+    acc = {{"calls", 0}, {"min_ext_calls", -1}, {"min_own_kernels", -1}, {"calls_all_wrappers", 0},
+           {"aten_outside", nlohmann::json::object()}, {"aten_inside", nlohmann::json::object()},
+           {"own_kernels", nlohmann::json::object()}, {"library_kernels", nlohmann::json::object()}};
+  auto minimum = [&](const char* key, long v) {
+    long m = acc[key].get<long>();
+    acc[key] = m < 0 ? v : std::min(m, v);
+  };
+  acc["calls"] = acc["calls"].get<long>() + 1;
+  const long ext = ev.value("ext_calls", 0L), wrappers = ev.value("wrapper_calls", 0L);
+  minimum("min_ext_calls", ext);
+  long own = 0;
+  if (ev.contains("own_kernels") && ev["own_kernels"].is_object())
+    for (auto& [k, n] : ev["own_kernels"].items()) own += n.is_number() ? n.get<long>() : 0;
+  minimum("min_own_kernels", own);
+  if (ext > 0 && wrappers == ext) acc["calls_all_wrappers"] = acc["calls_all_wrappers"].get<long>() + 1;
+  for (const char* key : {"aten_outside", "aten_inside", "own_kernels", "library_kernels"}) {
+    if (!ev.contains(key) || !ev[key].is_object()) continue;
+    for (auto& [name, n] : ev[key].items()) {
+      if (!n.is_number()) continue;
+      auto& slot = acc[key][name.substr(0, 80)];
+      slot = (slot.is_number() ? slot.get<long>() : 0) + n.get<long>();
+    }
+  }
+}
+
 }  // namespace
 
-Executor::Executor(ExecutorSettings s, int slot) : s_(std::move(s)), slot_(slot) {
-  // Unpredictable nonces: a candidate cannot forge an answer for the request it is part of.
-  nonce_ = (static_cast<unsigned long>(std::random_device{}()) << 20) & 0xffffffffffffUL;
-}
+// ---- one candidate process ----
 
-void Executor::start() {
-  stop();
-  scratch_ = std::make_unique<Scratch>(str(s_.scratch_root, "/exec", slot_), s_.uid);
-  auto opts = sandboxed_python(s_.sandbox, s_.python, {s_.harness_dir + "/executor.py"}, scratch_->path(), {},
-                               s_.uid, s_.cuda, {});
-  proc_ = std::make_unique<proc::Subprocess>(opts);
-  std::string line;
-  bool ready = proc_->read_result_line(line, s_.start_timeout_s);
-  auto j = nlohmann::json::parse(ready ? line : "{}", nullptr, false);
-  if (!ready || j.is_discarded() || j.value("event", "") != "ready") {
-    std::string err = tail(proc_->stderr_tail(), 2000);
-    proc_.reset();
-    throw Error(str("the executor (", s_.python, " ", s_.harness_dir, "/executor.py) did not start: ", err));
+class Executor::Candidate {
+ public:
+  Candidate(const ExecutorSettings& s, const std::string& scratch, const std::string& out_path) : out_path_(out_path) {
+    scratch_ = std::make_unique<Scratch>(scratch, s.uid);
+    ::unlink(out_path_.c_str());
+    int fd = ::open(out_path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    DICE_REQUIRE(fd >= 0, "cannot create '", out_path_, "': ", std::strerror(errno));
+    if (s.uid >= 0 && fchown(fd, s.uid, s.uid) != 0) {
+      ::close(fd);
+      throw Error(str("cannot chown '", out_path_, "': ", std::strerror(errno)));
+    }
+    ::close(fd);
+    auto opts = sandboxed_python(s.sandbox, s.python, {s.harness_dir + "/runner.py", s.cuda ? "cuda" : "cpu"},
+                                 scratch_->path(), {out_path_}, s.uid, s.cuda, {});
+    proc_ = std::make_unique<proc::Subprocess>(opts);
   }
-  served_ = 0;
+  ~Candidate() {
+    proc_.reset();  // kills the process group (and the pid namespace)
+    ::unlink(out_path_.c_str());
+  }
+
+  proc::Subprocess& proc() { return *proc_; }
+  const std::string& out_path() const { return out_path_; }
+
+  // Waits for "ready", then finds the interpreter's host pid and counts its threads.
+  bool wait_ready(double timeout_s, std::string& err) {
+    std::string line;
+    bool ok = proc_->read_result_line(line, timeout_s);
+    auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
+    if (!ok || !j.is_object() || j.value("event", "") != "ready") {
+      err = tail(proc_->stderr_tail(), 2000);
+      return false;
+    }
+    const std::string holder = std::to_string(proc_->pid());
+    py_ = holder;
+    const auto& applied = proc_->protections();
+    if (std::find(applied.begin(), applied.end(), "pidns") != applied.end()) {
+      std::istringstream kids(read_small_file("/proc/" + holder + "/task/" + holder + "/children"));
+      kids >> py_;
+    }
+    baseline_threads_ = numeric_entries("/proc/" + py_ + "/task").size();
+    return true;
+  }
+
+  // SIGSTOP for the interpreter and its process group; true once every thread is stopped.
+  bool freeze() {
+    const pid_t py = std::stoi(py_);
+    ::kill(py, SIGSTOP);
+    ::kill(-proc_->pid(), SIGSTOP);
+    Timer t;
+    while (t.elapsed_s() < 2) {
+      bool all = true;
+      for (const auto& tid : numeric_entries("/proc/" + py_ + "/task")) {
+        char st = proc_stat(py_ + "/task/" + tid).state;
+        all = all && (st == 'T' || st == 't' || st == '\0' || st == 'Z' || st == 'X');
+      }
+      if (all) return true;
+      usleep(200);
+    }
+    return false;
+  }
+  void thaw() {
+    ::kill(std::stoi(py_), SIGCONT);
+    ::kill(-proc_->pid(), SIGCONT);
+  }
+
+  // "" when only the interpreter's own threads run; else what was left (threads, processes).
+  std::string leftovers() const {
+    std::string what;
+    const size_t threads = numeric_entries("/proc/" + py_ + "/task").size();
+    if (threads > baseline_threads_)
+      what += str(threads - baseline_threads_, " thread(s) started by the candidate still running; ");
+    size_t kids = 0;
+    for (const auto& tid : numeric_entries("/proc/" + py_ + "/task")) {
+      std::istringstream in(read_small_file("/proc/" + py_ + "/task/" + tid + "/children"));
+      for (std::string k; in >> k;) ++kids;
+    }
+    // processes that left the interpreter's tree but not its session (double fork)
+    const long sid = proc_->pid();
+    for (const auto& pid : numeric_entries("/proc")) {
+      if (pid == py_ || pid == std::to_string(sid)) continue;
+      if (proc_stat(pid).session == sid) ++kids;
+    }
+    if (kids) what += str(kids, " child process(es) still alive; ");
+    return what;
+  }
+
+ private:
+  std::string out_path_;
+  std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<proc::Subprocess> proc_;
+  std::string py_;
+  size_t baseline_threads_ = 0;
+};
+
+// ---- the slot ----
+
+struct Executor::Pass {
+  double worst = 0;
+  std::vector<double> ms, host_ms, ref_ms, ref_host_ms;  // timed calls only
+  std::vector<double> protocol_ms;  // host minus own clock of calibration calls (before candidate code)
+  nlohmann::json evidence;
+};
+
+Executor::Executor(ExecutorSettings s, int slot) : s_(std::move(s)), slot_(slot) {
+  xchg_ = str(s_.scratch_root, "/xchg", slot_);
+  fs::remove_tree(xchg_);
+  make_cache_dir(xchg_);  // 0755, owned by the judge: a candidate can write only its out file here
 }
 
-void Executor::stop() {
-  if (proc_) ++restarts_;
-  proc_.reset();  // kills the process group (and the pid namespace)
-  scratch_.reset();
+Executor::~Executor() {
+  spare_.reset();
+  ref_.reset();
+  fs::remove_tree(xchg_);
 }
 
-ExecOutcome Executor::run(nlohmann::json request, double timeout_s) {
+void Executor::ensure_reference() {
+  if (ref_ && ref_->running()) return;
+  SandboxConfig plain = s_.sandbox;
+  auto opts = sandboxed_python(plain, s_.python, {s_.harness_dir + "/reference.py", s_.cuda ? "cuda" : "cpu"}, xchg_,
+                               {}, -1, s_.cuda, {});
+  opts.sandbox.enabled = false;  // trusted code only; candidates cannot reach it (other uid, own pid namespace)
+  ref_ = std::make_unique<proc::Subprocess>(opts);
+  std::string line;
+  bool ok = ref_->read_result_line(line, s_.start_timeout_s);
+  auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
+  if (!ok || !j.is_object() || j.value("event", "") != "ready") {
+    std::string err = tail(ref_->stderr_tail(), 2000);
+    ref_.reset();
+    throw Error(str("the reference process (", s_.python, " ", s_.harness_dir, "/reference.py) did not start: ", err));
+  }
+}
+
+void Executor::start_spare() {
+  ++started_;
+  spare_ = std::make_unique<Candidate>(s_, str(s_.scratch_root, "/exec", slot_, "_", started_),
+                                       str(xchg_, "/out", started_, ".bin"));
+}
+
+std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
+  if (!spare_) start_spare();
+  auto c = std::move(spare_);
+  std::string err;
+  if (!c->wait_ready(s_.start_timeout_s, err))
+    throw Error(str("the candidate process (", s_.python, " ", s_.harness_dir, "/runner.py) did not start: ", err));
+  return c;
+}
+
+ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
   Timer t;
   ExecOutcome out;
-  if (!proc_ || !proc_->running()) start();
-  const unsigned long nonce = ++nonce_;
-  request["nonce"] = nonce;
-  std::string line;
-  bool sent = proc_->write_stdin(request.dump() + "\n");
-  bool got = sent && proc_->read_result_line(line, timeout_s);
-  if (!got) {
-    // The result pipe closes before the (pid-namespace) parent is reaped: a read that ended
-    // before the deadline means the executor died; one that reached it is a timeout.
-    bool timed_out = sent && t.elapsed_s() >= timeout_s;
-    auto st = timed_out ? (proc_->kill(), proc::ExitStatus{false, -1, SIGKILL, true}) : proc_->wait(5);
-    if (timed_out || st.timed_out) {
-      out.failure = Failure::kTimeout;
-      out.log_tail = str("evaluation exceeded ", timeout_s, " s");
-    } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
-      out.failure = Failure::kResourceLimit;
-      out.log_tail = "executor " + st.describe();
+  const double deadline_s = now_s() + timeout_s;
+  auto seeds_of = [&](const char* key) {
+    std::vector<uint64_t> v;
+    if (req.contains(key))
+      for (auto& x : req[key]) v.push_back(x.get<uint64_t>());
+    return v;
+  };
+  std::vector<uint64_t> calls = seeds_of("seeds");
+  const size_t timed_from = calls.size() + seeds_of("warmup_seeds").size();
+  for (auto x : seeds_of("warmup_seeds")) calls.push_back(x);
+  const auto timing = seeds_of("timing_seeds");
+  for (auto x : timing) calls.push_back(x);
+
+  Pass pass;
+  bool ok = evaluate(req, calls, timed_from, pass, out, deadline_s);
+  nlohmann::json& r = out.reply;
+  r["max_abs_error"] = pass.worst;
+  if (pass.evidence.is_object()) r["evidence"] = pass.evidence;
+  r["flags"] = nlohmann::json::array();
+  if (ok && !timing.empty()) {
+    const double ms = median(pass.ms), host = median(pass.host_ms);
+    const double ref_ms = median(pass.ref_ms), ref_host = median(pass.ref_host_ms);
+    // What the candidate's clock leaves unexplained of the executor's, beyond what the protocol
+    // cost in the same process before any candidate code ran (same inputs, outputs of the same size).
+    const double overhead_ms = std::max(0.0, median(pass.protocol_ms));
+    const double unexplained_ms = host - ms - overhead_ms;
+    r["runtime_ms"] = ms;
+    r["host_ms"] = host;
+    r["ref_runtime_ms"] = ref_ms;
+    r["ref_host_ms"] = ref_host;
+    // Loose on purpose (a busy machine's scheduling noise is milliseconds): it catches a clock that
+    // hides most of the time a call takes; smaller forgeries are bounded by the plausibility re-measure.
+    if (!(ms > 0) || unexplained_ms > 5.0 + 0.5 * host) {
+      out.failure = Failure::kTimingTampered;
+      out.log_tail = str("the candidate's clock says ", ms, " ms per call, the judge's host clock ", host,
+                         " ms (the call protocol costs ", overhead_ms, " ms)");
+      ok = false;
     } else {
-      out.failure = Failure::kCrash;
-      out.log_tail = "executor died: " + st.describe();
+      double speedup = ref_ms / ms, speedup_host = host > 0 ? ref_host / host : -1;
+      if (speedup > s_.plausible_speedup && !seeds_of("remeasure_seeds").empty()) {
+        // measured again by a fresh process on fresh inputs; only the host clock can vouch above the bound
+        Pass again;
+        ExecOutcome second;
+        if (evaluate(req, seeds_of("remeasure_seeds"), 0, again, second, deadline_s)) {
+          double ms2 = median(again.ms);
+          double s2 = ms2 > 0 ? median(again.ref_ms) / ms2 : speedup;
+          r["remeasured_speedup"] = s2;
+          speedup = std::min(speedup, s2);
+        } else {
+          out.failure = second.failure;
+          out.log_tail = "re-measuring an implausible speedup: " + second.log_tail;
+          ok = false;
+        }
+        if (speedup > s_.plausible_speedup) {
+          r["flags"].push_back("implausible_speedup");
+          speedup = std::min(speedup, std::max(speedup_host, s_.plausible_speedup));
+        }
+      }
+      r["speedup"] = speedup;
+      r["speedup_host"] = speedup_host;
     }
-    out.log_tail += "\n" + tail(proc_->stderr_tail(), 1500);
-    stop();
-    out.seconds = t.elapsed_s();
-    return out;
   }
-  auto j = nlohmann::json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("nonce", 0ul) != nonce) {
-    // Something other than the harness wrote to the result channel: the candidate did.
-    out.failure = Failure::kSandboxViolation;
-    out.log_tail = "forged or corrupt executor answer: " + tail(line, 300);
-    stop();
-    out.seconds = t.elapsed_s();
-    return out;
-  }
-  out.reply = j;
-  try {
-    out.failure = failure_from_name(j.value("status", "judge_error"));
-  } catch (const Error&) {
-    out.failure = Failure::kJudgeError;
-  }
-  out.log_tail = j.value("message", "");
-  if (out.failure != Failure::kNone) {
-    std::string err = tail(proc_->stderr_tail(), 800);
-    if (!err.empty()) out.log_tail += "\n[stderr]\n" + err;
-  }
-  ++served_;
-  if (j.value("recycle", false) || served_ >= s_.max_tasks) stop();
   out.seconds = t.elapsed_s();
   return out;
+}
+
+// Loads the candidate in a fresh process and runs every call; false (with out.failure) at the first
+// failure. Calls from index timed_from on are timed.
+bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& seeds, size_t timed_from, Pass& pass,
+                        ExecOutcome& out, double deadline_s) {
+  ensure_reference();
+  std::unique_ptr<Candidate> cand = take_candidate();
+  start_spare();  // the next evaluation's process imports torch while this one runs
+  auto left = [&] { return std::max(0.1, deadline_s - now_s()); };
+  auto reference = [&](nlohmann::json msg, nlohmann::json& reply) {
+    if (!ask(*ref_, msg, left() + 30, reply)) {
+      out.failure = Failure::kJudgeError;
+      out.log_tail = "the reference process died: " + tail(ref_->stderr_tail(), 1500);
+      ref_.reset();
+      return false;
+    }
+    if (reply.value("event", "") != "ok") {
+      out.failure = Failure::kJudgeError;
+      out.log_tail = reply.value("message", reply.dump());
+      return false;
+    }
+    return true;
+  };
+  // The candidate's answer: false (failure set) when it died, timed out, or reported a failure.
+  auto candidate = [&](nlohmann::json msg, nlohmann::json& reply, const char* expect) {
+    Timer t;
+    const double limit = deadline_s - now_s();
+    if (limit <= 0 || !ask(cand->proc(), msg, limit, reply)) {
+      const bool timed_out = limit <= 0 || t.elapsed_s() >= limit;
+      auto st = timed_out ? (cand->proc().kill(), proc::ExitStatus{false, -1, SIGKILL, true}) : cand->proc().wait(5);
+      if (timed_out || st.timed_out) {
+        out.failure = Failure::kTimeout;
+        out.log_tail = "evaluation exceeded its time limit";
+      } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
+        out.failure = Failure::kResourceLimit;
+        out.log_tail = "candidate process " + st.describe();
+      } else {
+        out.failure = Failure::kCrash;
+        out.log_tail = "candidate process died: " + st.describe();
+      }
+      out.log_tail += "\n" + tail(cand->proc().stderr_tail(), 1500);
+      ++restarts_;
+      return false;
+    }
+    if (reply.value("event", "") != expect) {
+      try {
+        out.failure = failure_from_name(reply.value("status", "runtime_error"));
+      } catch (const Error&) {
+        out.failure = Failure::kRuntimeError;
+      }
+      if (out.failure == Failure::kNone || out.failure == Failure::kJudgeError) out.failure = Failure::kRuntimeError;
+      out.log_tail = reply.value("message", "unexpected answer: " + tail(reply.dump(), 300));
+      std::string err = tail(cand->proc().stderr_tail(), 800);
+      if (!err.empty()) out.log_tail += "\n[stderr]\n" + err;
+      return false;
+    }
+    return true;
+  };
+  // Freezes the candidate and fails the evaluation when it left a thread or a process behind.
+  auto quiet = [&](const char* when) {
+    if (!cand->freeze()) {
+      out.failure = Failure::kJudgeError;
+      out.log_tail = "could not stop the candidate process";
+      return false;
+    }
+    std::string left_over = cand->leftovers();
+    if (!left_over.empty()) {
+      out.failure = Failure::kLeftoverProcess;
+      out.log_tail = str("after ", when, ": ", left_over);
+      ++restarts_;
+      return false;
+    }
+    return true;
+  };
+
+  nlohmann::json reply;
+  const bool record = req.value("record_ops", false);
+  if (!reference({{"cmd", "task"}, {"reference", req["reference"]}, {"init_seed", req["init_seed"]},
+                  {"xchg", xchg_}, {"record_ops", record}},
+                 reply))
+    return false;
+  const std::string in_path = xchg_ + "/in.bin";
+  if (timed_from < seeds.size()) {
+    // calibration: the protocol's cost in this process, before any candidate code ran in it
+    for (int c = 0; c < 3; ++c) {
+      nlohmann::json staged;
+      if (!reference({{"cmd", "stage"}, {"seed", seeds[0] ^ (0xCA1 + c)}}, staged)) return false;
+      Timer host;
+      if (!candidate({{"cmd", "calibrate"}, {"in_path", in_path}, {"out_path", cand->out_path()},
+                      {"like_path", xchg_ + "/ref_out.bin"}, {"record_ops", record}},
+                     reply, "done"))
+        return false;
+      pass.protocol_ms.push_back(host.elapsed_ms() - reply.value("ms", 0.0));
+    }
+    DICE_REQUIRE(::truncate(cand->out_path().c_str(), 0) == 0, "cannot truncate ", cand->out_path());
+  }
+  if (!candidate({{"cmd", "load"}, {"candidate", req["candidate"]}, {"cache_root", req["cache_root"]},
+                  {"extensions", req.value("extensions", nlohmann::json::object())}, {"init_seed", req["init_seed"]},
+                  {"init_path", xchg_ + "/init.bin"}, {"record_ops", record}},
+                 reply, "loaded"))
+    return false;
+  if (!quiet("loading")) return false;
+  cand->thaw();
+  for (size_t k = 0; k < seeds.size(); ++k) {
+    nlohmann::json staged;
+    if (!reference({{"cmd", "stage"}, {"seed", seeds[k]}}, staged)) return false;
+    Timer host;
+    if (!candidate({{"cmd", "call"}, {"in_path", in_path}, {"out_path", cand->out_path()}}, reply, "done"))
+      return false;
+    const double host_ms = host.elapsed_ms();
+    if (!quiet("forward returned")) return false;
+    nlohmann::json verdict;
+    if (!reference({{"cmd", "check"}, {"out_path", cand->out_path()}, {"atol", req.value("atol", nlohmann::json())},
+                    {"rtol", req.value("rtol", nlohmann::json())}},
+                   verdict))
+      return false;
+    Failure f = Failure::kJudgeError;
+    try {
+      f = failure_from_name(verdict.value("status", "judge_error"));
+    } catch (const Error&) {
+    }
+    if (f == Failure::kNone && reply.value("input_mutated", false)) f = Failure::kInputMutated;
+    if (f != Failure::kNone) {
+      out.failure = f;
+      out.log_tail = f == Failure::kInputMutated ? "the candidate modified its input tensors"
+                                                 : verdict.value("message", "");
+      std::string err = tail(cand->proc().stderr_tail(), 800);  // this candidate's own output only
+      if (!err.empty()) out.log_tail += "\n[stderr]\n" + err;
+      return false;
+    }
+    pass.worst = std::max(pass.worst, verdict.value("max_abs_error", 0.0));
+    merge_evidence(pass.evidence, reply.value("evidence", nlohmann::json()));
+    if (k >= timed_from) {
+      pass.ms.push_back(reply.value("ms", -1.0));
+      pass.host_ms.push_back(host_ms);
+      pass.ref_ms.push_back(staged.value("ref_ms", -1.0));
+      pass.ref_host_ms.push_back(staged.value("ref_host_ms", -1.0));
+    }
+    cand->thaw();
+  }
+  return true;
 }
 
 }  // namespace dice::judge

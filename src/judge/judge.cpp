@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -42,7 +43,8 @@ void JudgeConfig::validate() const {
   DICE_REQUIRE(trials >= 1, "judge.trials must be >= 1, got ", trials);
   DICE_REQUIRE(compile_timeout_s > 0 && exec_timeout_s > 0, "judge timeouts must be positive");
   DICE_REQUIRE(iters >= 1 && warmup >= 0, "judge.iters must be >= 1 and judge.warmup >= 0");
-  DICE_REQUIRE(executor_max_tasks >= 1, "judge.executor_max_tasks must be >= 1");
+  DICE_REQUIRE(max_jobs >= 1, "judge.max_jobs must be >= 1, got ", max_jobs);
+  DICE_REQUIRE(plausible_speedup > 1, "judge.plausible_speedup must be > 1, got ", plausible_speedup);
 }
 
 std::string extract_candidate_code(const std::string& response) {
@@ -89,6 +91,47 @@ std::string store_file(const std::string& dir, const std::string& content) {
   return path;
 }
 
+std::string op_list(const nlohmann::json& counts) {
+  std::vector<std::pair<long, std::string>> v;
+  for (auto& [name, n] : counts.items()) v.emplace_back(-n.get<long>(), name);
+  std::sort(v.begin(), v.end());
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < 6; ++i) s += str(i ? ", " : "", v[i].second, " x", -v[i].first);
+  return s.empty() ? "none" : s;
+}
+
+// The run-time own-kernel rules (judge.own_kernel, judge.library_ops) on the op record of all calls.
+void apply_kernel_rules(const JudgeConfig& cfg, const Task& task, bool cuda, const nlohmann::json& ev, Verdict& v) {
+  auto finding = [&](const std::string& mode, const char* check, const std::string& detail) {
+    if (mode == "off") return;
+    v.findings.push_back({check, mode == "reject" ? "reject" : "warn", detail});
+    if (mode == "reject" && v.failure == Failure::kNone) {
+      v.failure = Failure::kNoOwnKernel;
+      v.correct = false;
+      v.speedup = v.speedup_host = -1;
+      v.log_tail = str(check, ": ", detail);
+    }
+  };
+  const auto none = nlohmann::json::object();
+  if (ev.value("min_ext_calls", 0L) == 0) {
+    finding(cfg.own_kernel, "own_kernel",
+            "forward ran without calling a function of the candidate's extension; ATen compute ops: " +
+                op_list(ev.value("aten_outside", none)));
+  } else if (ev.value("calls_all_wrappers", 0L) > 0) {
+    finding(cfg.own_kernel, "own_kernel",
+            str("the extension only ran ATen compute ops (", op_list(ev.value("aten_inside", none)), ") in ",
+                ev.value("calls_all_wrappers", 0L), " of ", ev.value("calls", 0L), " calls"));
+  } else if (cuda && ev.value("min_own_kernels", 0L) == 0) {
+    finding(cfg.own_kernel, "own_kernel",
+            "no CUDA kernel of the candidate's own ran; library kernels: " + op_list(ev.value("library_kernels", none)));
+  }
+  const auto outside = ev.value("aten_outside", none);
+  std::string library_ops = cfg.library_ops;
+  if (library_ops == "auto") library_ops = task.level <= 1 ? "reject" : "warn";
+  if (!outside.empty() && v.failure == Failure::kNone)
+    finding(library_ops, "library_ops", "ATen compute ops in forward outside the extension: " + op_list(outside));
+}
+
 }  // namespace
 
 struct Judge::Impl {
@@ -105,8 +148,8 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cfg_.validate();
   if (cfg_.python.empty()) cfg_.python = default_python();
   if (cfg_.harness_dir.empty()) cfg_.harness_dir = default_harness_dir();
-  DICE_REQUIRE(fs::exists(cfg_.harness_dir + "/executor.py"), "judge.harness_dir '", cfg_.harness_dir,
-               "' does not contain executor.py");
+  DICE_REQUIRE(fs::exists(cfg_.harness_dir + "/runner.py") && fs::exists(cfg_.harness_dir + "/reference.py"),
+               "judge.harness_dir '", cfg_.harness_dir, "' does not contain runner.py and reference.py");
   if (cfg_.scratch_root.empty()) {
     cfg_.scratch_root = fs::make_temp_dir("dice_judge_");
     impl_->owned_scratch = cfg_.scratch_root;
@@ -129,7 +172,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   };
   impl_->uid_base = resolve_uid_base(cfg_.sandbox, cfg_.python);
   if (impl_->uid_base >= 0) {
-    for (const auto& p : {cfg_.cache_root, cfg_.scratch_root, cfg_.harness_dir + "/executor.py"}) {
+    for (const auto& p : {cfg_.cache_root, cfg_.scratch_root, cfg_.harness_dir + "/runner.py"}) {
       if (!readable_by_others(p)) {
         log::warn("judge: ", p, " is not reachable by other users; sandboxed processes keep uid ", geteuid(),
                   " (no per-slot process limit)");
@@ -193,7 +236,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     es.scratch_root = cfg_.scratch_root;
     es.cache_root = cfg_.cache_root;
     es.cuda = impl_->cuda;
-    es.max_tasks = cfg_.executor_max_tasks;
+    es.plausible_speedup = cfg_.plausible_speedup;
     es.sandbox = exec_sandbox;
     es.uid = impl_->uid_base >= 0 ? impl_->uid_base + i : -1;
     impl_->executors.push_back(std::make_unique<Executor>(es, i));
@@ -289,16 +332,19 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     req["cache_root"] = cfg_.cache_root;
     req["device"] = impl_->cuda ? "cuda" : "cpu";
     req["init_seed"] = impl_->rng() >> 33;
-    std::vector<uint64_t> seeds, tseeds;
-    for (int t = 0; t < cfg_.trials; ++t) seeds.push_back(impl_->rng() >> 33);
-    for (int t = 0; t < cfg_.timing_input_sets; ++t) tseeds.push_back(impl_->rng() >> 33);
-    req["seeds"] = seeds;
-    req["timing_seeds"] = tseeds;
+    // Hidden seeds, one per call: no call repeats another's inputs, so no answer can be cached.
+    auto draw = [&](int n) {
+      std::vector<uint64_t> v;
+      for (int t = 0; t < n; ++t) v.push_back(impl_->rng() >> 33);
+      return v;
+    };
+    req["seeds"] = draw(cfg_.trials);
+    req["warmup_seeds"] = draw(cfg_.timing ? cfg_.warmup : 0);
+    req["timing_seeds"] = draw(cfg_.timing ? cfg_.iters : 0);
+    req["remeasure_seeds"] = draw(cfg_.timing ? cfg_.warmup + cfg_.iters : 0);
     req["atol"] = cfg_.atol >= 0 ? nlohmann::json(cfg_.atol) : nlohmann::json(nullptr);
     req["rtol"] = cfg_.rtol >= 0 ? nlohmann::json(cfg_.rtol) : nlohmann::json(nullptr);
-    req["timing"] = cfg_.timing;
-    req["warmup"] = cfg_.warmup;
-    req["iters"] = cfg_.iters;
+    req["record_ops"] = cfg_.own_kernel != "off" || cfg_.library_ops != "off";
     requests[i] = std::move(req);
     to_compile.emplace_back(i, code);
   }
@@ -359,7 +405,12 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
           v.max_abs_error = o.reply.value("max_abs_error", -1.0);
           v.runtime_ms = o.reply.value("runtime_ms", -1.0);
           v.ref_runtime_ms = o.reply.value("ref_runtime_ms", -1.0);
-          if (v.correct && v.runtime_ms > 0 && v.ref_runtime_ms > 0) v.speedup = v.ref_runtime_ms / v.runtime_ms;
+          if (v.correct) {
+            v.speedup = o.reply.value("speedup", -1.0);
+            v.speedup_host = o.reply.value("speedup_host", -1.0);
+          }
+          v.flags = o.reply.value("flags", std::vector<std::string>{});
+          if (v.correct && o.reply.contains("evidence")) apply_kernel_rules(cfg_, *jobs[idx].task, impl_->cuda, o.reply["evidence"], v);
         }
         finish(idx);
       }

@@ -28,6 +28,9 @@ constexpr NamedFailure kNames[] = {
     {Failure::kCrash, "crash"},
     {Failure::kResourceLimit, "resource_limit"},
     {Failure::kSandboxViolation, "sandbox_violation"},
+    {Failure::kNoOwnKernel, "no_own_kernel"},
+    {Failure::kLeftoverProcess, "leftover_process"},
+    {Failure::kTimingTampered, "timing_tampered"},
     {Failure::kJudgeError, "judge_error"},
 };
 }  // namespace
@@ -67,6 +70,8 @@ void to_json(nlohmann::json& j, const Verdict& v) {
                      {"runtime_ms", v.runtime_ms},
                      {"ref_runtime_ms", v.ref_runtime_ms},
                      {"speedup", v.speedup},
+                     {"speedup_host", v.speedup_host},
+                     {"flags", v.flags},
                      {"failure", failure_name(v.failure)},
                      {"log_tail", v.log_tail},
                      {"compile_s", v.compile_s},
@@ -86,6 +91,8 @@ void from_json(const nlohmann::json& j, Verdict& v) {
     v.runtime_ms = j.value("runtime_ms", -1.0);
     v.ref_runtime_ms = j.value("ref_runtime_ms", -1.0);
     v.speedup = j.value("speedup", -1.0);
+    v.speedup_host = j.value("speedup_host", -1.0);
+    v.flags = j.value("flags", std::vector<std::string>{});
     v.failure = failure_from_name(j.value("failure", "none"));
     v.log_tail = j.value("log_tail", "");
     v.compile_s = j.value("compile_s", 0.0);

@@ -53,6 +53,8 @@ void RlRunConfig::validate() const {
     DICE_REQUIRE(names.insert(s.name).second, "Two stages are named '", s.name, "'; stage names must be unique.");
   DICE_REQUIRE(ckpt.every >= 1, "ckpt.every must be >= 1, got ", ckpt.every, ".");
   DICE_REQUIRE(trace.shrink >= 1, "trace.shrink must be >= 1, got ", trace.shrink, ".");
+  DICE_REQUIRE(trace.attn_chunk >= 1 && trace.logit_chunk >= 1, "trace.attn_chunk and trace.logit_chunk must be >= 1, got ",
+               trace.attn_chunk, " and ", trace.logit_chunk, ".");
   DICE_REQUIRE(dist.bucket_mb >= 1, "dist.bucket_mb must be >= 1, got ", dist.bucket_mb, ".");
   DICE_REQUIRE(sampler.temperature > 0,
                "sampler.temperature must be > 0 for RL (a greedy policy has no log-probs to optimise).");
@@ -67,13 +69,22 @@ int64_t RlRunConfig::total_steps() const {
 bool key_affects_results(const std::string& k) {
   static const std::vector<std::string> neutral = {
       "out", "fault.", "dist.timeout_s", "dist.checksum_weights", "dist.bucket_mb", "ckpt.keep_last",
-      "rollout.write_rollouts", "ckpt.every", "ckpt.stage_end", "judge.python", "judge.harness_dir", "judge.scratch_root", "judge.cache_root",
-      "judge.compile_workers", "judge.executors", "judge.executor_max_tasks", "judge.max_jobs",
-      "judge.precompiled_header", "judge.light_headers", "sampler.time_phases", "sampler.check_every",
-      "sampler.max_graphs"};
+      "rollout.write_rollouts", "ckpt.every", "ckpt.stage_end", "optim.checkpoint_layers"};
   for (const auto& n : neutral)
     if (k == n || (n.back() == '.' && k.rfind(n, 0) == 0)) return false;
-  return true;
+  return !runtime_only_key(k);
+}
+
+bool runtime_only_key(const std::string& k) {
+  // Not sampler.check_every: how often finished rows are retired changes which rows share a
+  // forward pass, and so the samples.
+  static const std::vector<std::string> neutral = {
+      "judge.python", "judge.harness_dir", "judge.scratch_root", "judge.cache_root", "judge.compile_workers",
+      "judge.executors", "judge.max_jobs", "judge.precompiled_header", "judge.light_headers",
+      "sampler.time_phases", "sampler.max_graphs"};
+  for (const auto& n : neutral)
+    if (k == n) return true;
+  return false;
 }
 
 namespace {

@@ -1,10 +1,23 @@
 #pragma once
-// Executor (DESIGN §5): a disposable sandboxed Python process (src/judge/python/executor.py) that
-// checks candidates against references and times them. Serves many requests; replaced after
-// `max_tasks` requests, after any request that asks for recycling (CUDA error, tampering), and
-// after a timeout or crash.
+// Executor slot (DESIGN §5 trust zones): evaluates one candidate at a time with two processes.
+//
+//  - the reference process (src/judge/python/reference.py, trusted, kept across evaluations):
+//    no candidate code ever runs in it. It makes every call's inputs from a hidden seed, runs the
+//    reference on them, and compares the candidate's output file with the reference output.
+//  - a candidate process (src/judge/python/runner.py, sandboxed, ONE evaluation, then killed):
+//    loads the candidate, and for each call reads the staged inputs, runs ModelNew, writes its
+//    outputs into the one file it may write outside its scratch. A fresh one (with a fresh
+//    scratch directory) is started for every evaluation, ahead of time so the torch import overlaps.
+//
+// Every call is the same call (trials, warm-ups and timed calls alike: fresh hidden inputs, the
+// output checked). After each answer the executor freezes the candidate process (SIGSTOP), checks
+// from /proc that no thread or child process is left, and only then has the reference process read
+// the output. Timing: the candidate's own clock is cross-checked against the executor's host clock
+// (calibrated by the reference, timed by the same code on inputs of the same sizes); a speedup above
+// `plausible_speedup` is measured again in a fresh process and flagged.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,15 +33,17 @@ struct ExecutorSettings {
   std::string scratch_root;
   std::string cache_root;
   bool cuda = false;
-  int max_tasks = 32;
   double start_timeout_s = 120;  // interpreter + torch import
+  double plausible_speedup = 10;  // above: measured again in a fresh process, flagged
   SandboxConfig sandbox;
   int uid = -1;
 };
 
 struct ExecOutcome {
   Failure failure = Failure::kNone;
-  nlohmann::json reply;  // the executor's answer (empty when it died or timed out)
+  // max_abs_error, runtime_ms, ref_runtime_ms, host_ms, ref_host_ms, speedup, speedup_host,
+  // flags [...], evidence {...} (op record, when asked for)
+  nlohmann::json reply;
   std::string log_tail;
   double seconds = 0;
 };
@@ -36,21 +51,33 @@ struct ExecOutcome {
 class Executor {
  public:
   Executor(ExecutorSettings s, int slot);
-  // Sends one request and waits for its answer; a timeout or death becomes the failure class.
-  ExecOutcome run(nlohmann::json request, double timeout_s);
+  ~Executor();
+  // One evaluation. request: reference, candidate (paths), cache_root, extensions, init_seed,
+  // seeds (correctness trials), warmup_seeds + timing_seeds (timed calls; empty = no timing),
+  // remeasure_seeds (for an implausible speedup), atol, rtol, record_ops.
+  ExecOutcome run(const nlohmann::json& request, double timeout_s);
+  // Candidate processes that ended abnormally (crash, timeout, violation) so far.
   int restarts() const { return restarts_; }
+  // Candidate processes started so far (one per evaluation, plus the warm spare).
+  int processes_started() const { return started_; }
+
+  class Candidate;  // one sandboxed runner process (executor.cpp)
 
  private:
-  void start();
-  void stop();
+  struct Pass;
+  std::unique_ptr<Candidate> take_candidate();
+  void start_spare();
+  void ensure_reference();
+  bool evaluate(const nlohmann::json& req, const std::vector<uint64_t>& seeds, size_t timed_from, Pass& pass,
+                ExecOutcome& out, double deadline_s);
 
   ExecutorSettings s_;
   int slot_;
-  std::unique_ptr<Scratch> scratch_;
-  std::unique_ptr<proc::Subprocess> proc_;
-  int served_ = 0;
+  std::string xchg_;  // exchange directory: init.bin and in.bin (reference writes), out.bin (candidate)
+  std::unique_ptr<proc::Subprocess> ref_;
+  std::unique_ptr<Candidate> spare_;
   int restarts_ = 0;
-  unsigned long nonce_ = 0;
+  int started_ = 0;
 };
 
 }  // namespace dice::judge

@@ -30,15 +30,17 @@ struct JudgeConfig {
   std::string device = "auto";        // auto | cpu | cuda: which tasks this judge serves
   int compile_workers = 2;
   int executors = 1;
-  int executor_max_tasks = 32;
   double compile_timeout_s = 300;
   double exec_timeout_s = 60;
   int trials = 3;                     // correctness trials, each with a fresh hidden seed
   double atol = -1, rtol = -1;        // < 0: per-dtype defaults (fp32 1e-4, fp16/bf16 1e-2)
   bool timing = false;
-  int warmup = 3;
-  int iters = 10;
-  int timing_input_sets = 2;
+  int warmup = 3;                     // timed-protocol calls before the timed ones (checked too)
+  int iters = 10;                     // timed calls (median); each on fresh hidden inputs, each checked
+  double plausible_speedup = 10;      // KernelBench flags > 10x: re-measured in a fresh process, flagged
+  std::string own_kernel = "reject";  // off | warn | reject: forward's work must include the candidate's own kernel
+  std::string library_ops = "auto";   // off | warn | reject | auto (reject on level-1 tasks, warn above):
+                                      // ATen compute ops in forward outside the extension
   bool light_headers = true;          // no PCH ready: try torch/types.h + pybind first, then torch/extension.h
   bool light_cuda = false;            // .cu files: first without their own torch/extension.h (nvcc has no PCH)
   bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
@@ -55,13 +57,12 @@ struct JudgeConfig {
 
   template <class V> void visit(V& v) {
     v("python", python, "Python interpreter with torch for the compile and executor harness");
-    v("harness_dir", harness_dir, "directory of compile.py / executor.py");
+    v("harness_dir", harness_dir, "directory of compile.py / runner.py / reference.py");
     v("scratch_root", scratch_root, "where scratch dirs are made");
     v("cache_root", cache_root, "content-addressed build cache");
     v.choice("device", device, {"auto", "cpu", "cuda"}, "device the candidates run on");
     v("compile_workers", compile_workers, "parallel builds");
     v("executors", executors, "executor processes (one per GPU or CPU slot)");
-    v("executor_max_tasks", executor_max_tasks, "recycle an executor after this many tasks");
     v("compile_timeout_s", compile_timeout_s, "wall limit per build");
     v("exec_timeout_s", exec_timeout_s, "wall limit per evaluation");
     v("trials", trials, "correctness trials with fresh seeds");
@@ -70,7 +71,12 @@ struct JudgeConfig {
     v("timing", timing, "time candidate and reference");
     v("warmup", warmup, "warm-up calls before timing");
     v("iters", iters, "timed calls (median)");
-    v("timing_input_sets", timing_input_sets, "input sets cycled through while timing");
+    v("plausible_speedup", plausible_speedup, "speedups above this are re-measured in a fresh process and flagged");
+    v.choice("own_kernel", own_kernel, {"off", "warn", "reject"},
+             "run-time check that forward ran the candidate's own kernel (not only library ops)");
+    v.choice("library_ops", library_ops, {"off", "warn", "reject", "auto"},
+             "run-time check for ATen compute ops in forward outside the candidate's extension "
+             "(auto: reject on level-1 tasks, where one op is the whole task; warn above, where partial fusions are normal)");
     v("light_headers", light_headers, "without a precompiled header: try lighter torch headers first");
     v("light_cuda", light_cuda, "compile .cu files first without their torch/extension.h include, then as written");
     v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");

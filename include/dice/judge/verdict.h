@@ -24,6 +24,9 @@ enum class Failure {
   kCrash,           // signal / os._exit / segfault in the executor
   kResourceLimit,   // memory / file size / process limit hit
   kSandboxViolation,// tried to write outside scratch, network, etc. (when detected)
+  kNoOwnKernel,     // the run-time record shows the work done by library ops, not the candidate's kernel
+  kLeftoverProcess, // a thread or child process of the candidate was still alive after forward returned
+  kTimingTampered,  // the candidate's clock disagrees with the judge's host clock
   kJudgeError,      // the judge itself failed (infrastructure), not the candidate's fault
 };
 const char* failure_name(Failure f);
@@ -44,7 +47,9 @@ struct Verdict {
   double max_abs_error = -1;  // over all trials, -1 if not compared
   double runtime_ms = -1;     // candidate median, -1 if not timed
   double ref_runtime_ms = -1; // reference median on the same inputs (or baseline), -1 if not timed
-  double speedup = -1;        // ref_runtime_ms / runtime_ms, -1 if not timed
+  double speedup = -1;        // ref_runtime_ms / runtime_ms, -1 if not timed (capped when implausible)
+  double speedup_host = -1;   // the same ratio on the judge's host clock (trusted, includes the call protocol)
+  std::vector<std::string> flags;  // e.g. "implausible_speedup": above judge.plausible_speedup after a re-measure
   Failure failure = Failure::kNone;
   std::string log_tail;       // last lines of compiler / executor output
   double compile_s = 0;

@@ -1,6 +1,6 @@
 """Redirects torch.utils.cpp_extension.load_inline into dice's build cache.
 
-Installed by the harness (compile.py / executor.py) before the candidate file runs, never by the
+Installed by the harness (compile.py / runner.py) before the candidate file runs, never by the
 candidate. Candidate code never builds and never writes the cache:
 
   capture -- the compile step (candidate module code runs): each load_inline call is sent to the

@@ -1,0 +1,415 @@
+"""Code shared by the trusted reference process (reference.py) and the candidate process (runner.py).
+
+Both sides run a model the same way (`run_call`), so a reference and a candidate are timed by the
+same code on inputs of the same sizes. The candidate process may rewrite any of this in its own
+memory; nothing the judge relies on is decided there (see docs/judge.md).
+
+Tensor files (the exchange between the two processes, DESIGN §5): b"DICE1\\n", an 8-byte
+little-endian header length, a JSON header {"structure", "tensors": [{"dtype", "shape", "offset",
+"nbytes"}]}, then the raw bytes. `read_tensors` treats a file as hostile input: every field is
+checked before a byte is used.
+"""
+import ctypes
+import json
+import math
+import os
+import struct
+import time
+
+import torch
+
+MAGIC = b"DICE1\n"
+MAX_HEADER_BYTES = 1 << 20
+DTYPES = {
+    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+DEFAULT_TOL = {  # (atol, rtol); KernelBench HEAD: 1e-4 for fp32, 1e-2 for half types
+    torch.float32: (1e-4, 1e-4),
+    torch.float64: (1e-7, 1e-7),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (1e-2, 1e-2),
+}
+
+# ATen ops that move, view or allocate data but compute nothing: a forward may use them freely.
+DATA_OPS = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "fill_", "zero_", "view", "reshape", "_reshape_alias", "_unsafe_view", "as_strided", "contiguous", "clone",
+    "copy_", "to", "_to_copy", "transpose", "t", "permute", "expand", "expand_as", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "select", "slice", "narrow", "split", "chunk", "unbind", "detach", "alias", "lift",
+    "lift_fresh", "resize_", "set_", "item", "_local_scalar_dense", "is_nonzero", "result_type", "size",
+    "stride", "numel", "dim", "view_as", "reshape_as", "type_as", "record_stream", "_has_compatible_shallow_copy_type",
+    "empty_affine_quantized", "new_empty", "new_zeros", "new_empty_strided", "resolve_conj", "resolve_neg",
+    "_conj", "conj", "movedim", "swapaxes", "transpose_", "squeeze_", "unsqueeze_", "is_same_size",
+}
+# Kernel-name fragments of CUDA library kernels (ATen, cuBLAS, cuDNN, CUTLASS, CUB, ...).
+LIBRARY_KERNELS = ("at::", "cublas", "cudnn", "cutlass", "cub::", "xmma", "gemm", "gemv", "sm90_", "sm80_",
+                   "ampere_", "hopper_", "nvjet", "triton_", "flash", "fmha", "elementwise_kernel",
+                   "reduce_kernel", "CatArrayBatched", "Memcpy", "Memset")
+
+
+class Fail(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def tail(s, n=3000):
+    return s[-n:]
+
+
+def classify(exc, default):
+    """Maps an exception raised by candidate code to a failure class."""
+    text = "%s: %s" % (type(exc).__name__, exc)
+    err = getattr(exc, "errno", None)
+    if isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text:
+        return "resource_limit"
+    if isinstance(exc, OSError) and err in (27, 28):  # EFBIG, ENOSPC
+        return "resource_limit"
+    if isinstance(exc, BlockingIOError) or "Resource temporarily unavailable" in text:
+        return "resource_limit"
+    if isinstance(exc, PermissionError) or (isinstance(exc, OSError) and err in (30, 1, 13)):
+        return "sandbox_violation"  # EROFS / EPERM / EACCES: wrote outside scratch etc.
+    if isinstance(exc, OSError) and (err in (100, 101, 111, 113) or
+                                     type(exc).__name__ in ("gaierror", "timeout", "TimeoutError")):
+        return "sandbox_violation"  # network
+    return default
+
+
+def seed_all(seed):
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def load_module(name, path):
+    module = type(os)(name)
+    module.__file__ = path
+    with open(path) as fh:
+        code = fh.read()
+    exec(compile(code, path, "exec"), module.__dict__)
+    return module
+
+
+# --- tensor files ---
+
+def _encode(x, tensors):
+    if isinstance(x, torch.Tensor):
+        tensors.append(x)
+        return {"t": len(tensors) - 1}
+    if isinstance(x, tuple):
+        return {"u": [_encode(v, tensors) for v in x]}
+    if isinstance(x, list):
+        return {"l": [_encode(v, tensors) for v in x]}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return {"v": x}
+    return {"o": type(x).__name__}
+
+
+def _pack(obj):
+    """(header bytes, [(host tensor, nbytes)]) of obj; tensors are copied to the host."""
+    tensors = []
+    structure = _encode(obj, tensors)
+    metas, hosts, offset = [], [], 0
+    for t in tensors:
+        if type(t) is not torch.Tensor:
+            raise Fail("wrong_value", "output is a %s, not a plain torch.Tensor" % type(t).__name__)
+        if t.dtype not in DTYPE_NAMES:
+            raise Fail("wrong_shape", "unsupported dtype %s" % t.dtype)
+        h = t.detach().contiguous().cpu()
+        nbytes = h.numel() * h.element_size()
+        metas.append({"dtype": DTYPE_NAMES[t.dtype], "shape": list(h.shape), "offset": offset, "nbytes": nbytes})
+        hosts.append((h, nbytes))
+        offset += nbytes
+    header = json.dumps({"structure": structure, "tensors": metas}).encode()
+    return MAGIC + struct.pack("<Q", len(header)) + header, hosts
+
+
+def _write_packed(fh, head, hosts):
+    fh.write(head)
+    for h, nbytes in hosts:
+        if nbytes:
+            fh.write(ctypes.string_at(h.data_ptr(), nbytes))
+    fh.flush()
+
+
+def write_tensors(path, obj):
+    """Writes obj (tensors, lists, tuples, scalars) to path atomically (a new file beside it)."""
+    head, hosts = _pack(obj)
+    tmp = path + ".part"
+    with open(tmp, "wb") as fh:
+        _write_packed(fh, head, hosts)
+    os.replace(tmp, path)
+
+
+def write_tensors_in_place(path, obj):
+    """As write_tensors, into an existing file (the candidate cannot create files beside it)."""
+    head, hosts = _pack(obj)
+    with open(path, "r+b") as fh:
+        fh.truncate(0)
+        _write_packed(fh, head, hosts)
+
+
+def _decode(s, tensors, depth=0):
+    if depth > 32 or not isinstance(s, dict) or len(s) != 1:
+        raise Fail("wrong_value", "malformed output structure")
+    (k, v), = s.items()
+    if k == "t":
+        if not isinstance(v, int) or not 0 <= v < len(tensors):
+            raise Fail("wrong_value", "malformed output structure")
+        return tensors[v]
+    if k in ("u", "l"):
+        if not isinstance(v, list):
+            raise Fail("wrong_value", "malformed output structure")
+        items = [_decode(x, tensors, depth + 1) for x in v]
+        return tuple(items) if k == "u" else items
+    if k == "v":
+        return v
+    if k == "o":
+        raise Fail("wrong_value", "output contains a %s, not tensors" % str(v)[:40])
+    raise Fail("wrong_value", "malformed output structure")
+
+
+def read_tensors(path, device="cpu"):
+    """Reads a tensor file; every tensor is a fresh tensor on `device`. Raises Fail on a bad file."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if len(data) < len(MAGIC) + 8 or data[:len(MAGIC)] != MAGIC:
+        raise Fail("wrong_value", "no output was written (or it is not an output file)")
+    (hlen,) = struct.unpack("<Q", data[len(MAGIC):len(MAGIC) + 8])
+    start = len(MAGIC) + 8
+    if hlen > MAX_HEADER_BYTES or start + hlen > len(data):
+        raise Fail("wrong_value", "output file header is malformed")
+    try:
+        header = json.loads(data[start:start + hlen].decode())
+        metas = header["tensors"]
+        structure = header["structure"]
+        assert isinstance(metas, list)
+    except Exception:  # noqa: BLE001
+        raise Fail("wrong_value", "output file header is malformed")
+    body = memoryview(data)[start + hlen:]
+    tensors = []
+    for m in metas:
+        try:
+            dtype = DTYPES[m["dtype"]]
+            shape = [int(d) for d in m["shape"]]
+            off, nbytes = int(m["offset"]), int(m["nbytes"])
+        except Exception:  # noqa: BLE001
+            raise Fail("wrong_value", "output file header is malformed")
+        if any(d < 0 for d in shape) or len(shape) > 16:
+            raise Fail("wrong_value", "output tensor has an invalid shape")
+        numel = math.prod(shape)
+        esize = torch.empty((), dtype=dtype).element_size()
+        if nbytes != numel * esize or off < 0 or off + nbytes > len(body):
+            raise Fail("wrong_value", "output tensor data is incomplete")
+        if numel == 0:
+            t = torch.empty(shape, dtype=dtype)
+        else:
+            t = torch.frombuffer(bytearray(body[off:off + nbytes]), dtype=dtype).reshape(shape)
+        tensors.append(t.to(device) if device != "cpu" else t)
+    return _decode(structure, tensors)
+
+
+def flatten(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        out = []
+        for v in x:
+            out += flatten(v)
+        return out
+    return []
+
+
+def same_bits(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        both_nan = torch.isnan(a) & torch.isnan(b)
+        return bool(torch.all((a == b) | both_nan))
+    return bool(torch.equal(a, b))
+
+
+def compare(out, ref_out, atol, rtol):
+    """Max abs error of out against ref_out; raises Fail (wrong_shape / wrong_value)."""
+    if isinstance(ref_out, torch.Tensor) != isinstance(out, torch.Tensor):
+        raise Fail("wrong_shape", "output is %s, reference returns %s" % (type(out).__name__, type(ref_out).__name__))
+    c, r = flatten(out), flatten(ref_out)
+    if len(c) != len(r):
+        raise Fail("wrong_shape", "output has %d tensors, reference %d" % (len(c), len(r)))
+    worst = 0.0
+    for t, r in zip(c, r):
+        if tuple(t.shape) != tuple(r.shape):
+            raise Fail("wrong_shape", "output shape %s, expected %s" % (tuple(t.shape), tuple(r.shape)))
+        if t.dtype != r.dtype:
+            raise Fail("wrong_shape", "output dtype %s, expected %s" % (t.dtype, r.dtype))
+        if t.device != r.device:
+            t = t.to(r.device)
+        if not r.is_floating_point():
+            if not torch.equal(t, r):
+                raise Fail("wrong_value", "integer output differs")
+            continue
+        a, b = DEFAULT_TOL.get(r.dtype, (1e-4, 1e-4))
+        a = atol if atol is not None else a
+        b = rtol if rtol is not None else b
+        ref_nan = torch.isnan(r)
+        if bool(torch.any(torch.isnan(t) & ~ref_nan)):
+            raise Fail("wrong_value", "output has NaN where the reference has none")
+        td, rd = t.double(), r.double()
+        finite = torch.isfinite(rd) & torch.isfinite(td)
+        if t.numel() > 0 and bool(torch.any(finite)):
+            worst = max(worst, float((td - rd).abs()[finite].max()))
+        if not torch.allclose(t, r, atol=a, rtol=b, equal_nan=True):
+            raise Fail("wrong_value", "max abs error %.3g exceeds atol=%g rtol=%g" % (worst, a, b))
+    return worst
+
+
+# --- running one call ---
+
+_cudart = None
+
+
+def _persisting_l2_reset():
+    """cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0) + cudaCtxResetPersistingL2Cache()."""
+    global _cudart
+    if _cudart is None:
+        _cudart = False
+        dirs = ["", os.path.join(os.path.dirname(torch.__file__), "lib")]
+        for d in dirs:
+            for n in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+                try:
+                    _cudart = ctypes.CDLL(os.path.join(d, n) if d else n)
+                    break
+                except OSError:
+                    continue
+            if _cudart:
+                break
+    if _cudart:
+        _cudart.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))
+        _cudart.cudaCtxResetPersistingL2Cache()
+
+
+class Caller:
+    """Runs model(*inputs) the way every call is run, on both sides: inputs read fresh from the
+    exchange file, L2 flushed (CUDA), freed memory poisoned, timed (CUDA events around a
+    device-wide synchronize, or the host clock on CPU), optionally under the op recorder."""
+
+    def __init__(self, device, record_ops):
+        self.device = device
+        self.record_ops = record_ops
+        self.flush_buf = None
+        if device == "cuda":
+            props = torch.cuda.get_device_properties(0)
+            l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+            self.flush_buf = torch.empty(int(2 * l2) // 4 + 1, dtype=torch.float32, device="cuda")
+
+    def _poison(self):
+        free = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        if free > 0:
+            try:
+                t = torch.empty(int(free // 4), dtype=torch.float32, device="cuda")
+                t.fill_(float("nan"))
+                del t
+            except RuntimeError:
+                pass
+
+    def call(self, model, inputs):
+        """(output, ms, evidence) of one call; evidence is the op record (None when off)."""
+        cuda = self.device == "cuda"
+        if cuda:
+            self._poison()
+            self.flush_buf.zero_()
+            _persisting_l2_reset()
+            torch.cuda.synchronize()
+        prof = None
+        if self.record_ops:
+            from torch.profiler import ProfilerActivity, profile
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            prof = profile(activities=acts)
+            prof.__enter__()
+        try:
+            with torch.no_grad():
+                if cuda:
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    out = model(*inputs)
+                    torch.cuda.synchronize()  # device-wide: work on side streams is inside the window
+                    end.record()
+                    end.synchronize()
+                    ms = start.elapsed_time(end)
+                else:
+                    h0 = time.perf_counter()
+                    out = model(*inputs)
+                    ms = (time.perf_counter() - h0) * 1e3
+        finally:
+            if prof is not None:
+                prof.__exit__(None, None, None)
+        return out, ms, (evidence(prof) if prof is not None else None)
+
+
+def evidence(prof):
+    """What ran inside one call: extension calls, ATen compute ops (inside / outside the extension)
+    and CUDA kernels (own / library)."""
+    ext_calls, wrapper_calls = 0, 0
+    outside, inside = {}, {}
+    own_k, lib_k = {}, {}
+    events = list(prof.events())
+    ext_events = [e for e in events if e.name.startswith("dice_ext::")]
+    ext_ids = set(id(e) for e in ext_events)
+    compute_in_ext = {}
+    for e in events:
+        name = e.name
+        dev = str(getattr(e, "device_type", "")).lower()
+        if "cuda" in dev and not name.startswith("aten::"):
+            bucket = lib_k if any(f in name for f in LIBRARY_KERNELS) else own_k
+            bucket[name[:80]] = bucket.get(name[:80], 0) + 1
+            continue
+        if not name.startswith("aten::"):
+            continue
+        op = name[6:]
+        if op in DATA_OPS:
+            continue
+        # the outermost ATen compute op only: nested ones are its implementation
+        p, nested, owner = e.cpu_parent, False, None
+        while p is not None:
+            if p.name.startswith("aten::") and p.name[6:] not in DATA_OPS:
+                nested = True
+            if id(p) in ext_ids:
+                owner = p
+                break
+            p = p.cpu_parent
+        if nested:
+            continue
+        if owner is not None:
+            inside[op] = inside.get(op, 0) + 1
+            compute_in_ext[id(owner)] = True
+        else:
+            outside[op] = outside.get(op, 0) + 1
+    ext_calls = len(ext_events)
+    wrapper_calls = sum(1 for e in ext_events if compute_in_ext.get(id(e)))
+    return {"ext_calls": ext_calls, "wrapper_calls": wrapper_calls, "aten_outside": outside, "aten_inside": inside,
+            "own_kernels": own_k, "library_kernels": lib_k}
+
+
+def merge_evidence(acc, ev):
+    if ev is None:
+        return acc
+    if acc is None:
+        acc = {"calls": 0, "min_ext_calls": None, "calls_all_wrappers": 0, "aten_outside": {}, "aten_inside": {},
+               "own_kernels": {}, "library_kernels": {}, "min_own_kernels": None}
+    acc["calls"] += 1
+    m = acc["min_ext_calls"]
+    acc["min_ext_calls"] = ev["ext_calls"] if m is None else min(m, ev["ext_calls"])
+    nown = sum(ev["own_kernels"].values())
+    m = acc["min_own_kernels"]
+    acc["min_own_kernels"] = nown if m is None else min(m, nown)
+    if ev["ext_calls"] > 0 and ev["wrapper_calls"] == ev["ext_calls"]:
+        acc["calls_all_wrappers"] += 1
+    for k in ("aten_outside", "aten_inside", "own_kernels", "library_kernels"):
+        for name, n in ev[k].items():
+            acc[k][name] = acc[k].get(name, 0) + n
+    return acc

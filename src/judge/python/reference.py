@@ -1,0 +1,135 @@
+"""Reference process (trusted): no candidate code ever runs here.
+
+Started by the judge (executor.cpp), one per executor slot, and kept for many evaluations. It
+holds the hidden seeds' inputs and the reference outputs, and decides correctness. Requests are
+JSON lines on stdin, answers JSON lines on fd 3:
+
+  (start)  -> {"event": "ready"}
+  {"cmd": "task", "reference", "init_seed", "xchg", "record_ops"}
+           -> {"event": "ok"}: Model built under init_seed; its init inputs written to xchg/init.bin
+  {"cmd": "stage", "seed"}
+           -> {"event": "ok", "ref_ms", "ref_host_ms"}: inputs of get_inputs() under the hidden seed
+              written to xchg/in.bin, the reference run on them exactly as the candidate will be
+              (harness.Caller, fresh tensors read from the file), its output kept
+  {"cmd": "check", "out_path", "atol", "rtol"}
+           -> {"event": "ok", "status": "none" | failure, "max_abs_error", "message"}: the
+              candidate's output file against the kept reference output
+
+A reference that fails to load or run is the judge's problem (status judge_error), not the
+candidate's.
+"""
+import json
+import os
+import sys
+import time
+import traceback
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import harness  # noqa: E402
+from harness import Fail  # noqa: E402
+
+answer = os.fdopen(3, "w", buffering=1)
+
+
+def emit(obj):
+    answer.write(json.dumps(obj) + "\n")
+    answer.flush()
+
+
+def to_device(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_device(v, device) for v in x)
+    return x
+
+
+class Reference:
+    def __init__(self, device):
+        self.device = device
+        self.callers = {}
+        self.modules = {}
+        self.model = None
+        self.ref_out = None
+
+    def task(self, req):
+        path = req["reference"]
+        try:
+            mod = self.modules.get(path)
+            if mod is None:
+                mod = self.modules[path] = harness.load_module("dice_reference", path)
+            self.get_inputs = mod.get_inputs
+            harness.seed_all(int(req["init_seed"]))
+            init = list(mod.get_init_inputs())
+            self.xchg = req["xchg"]
+            harness.write_tensors(os.path.join(self.xchg, "init.bin"), init)
+            init = harness.read_tensors(os.path.join(self.xchg, "init.bin"), "cpu")  # what the candidate gets
+            harness.seed_all(int(req["init_seed"]))
+            self.model = mod.Model(*init).to(self.device)
+        except Exception:  # noqa: BLE001
+            raise Fail("judge_error", "the reference failed to load: " + harness.tail(traceback.format_exc()))
+        record = bool(req.get("record_ops"))
+        if record not in self.callers:
+            self.callers[record] = harness.Caller(self.device, record_ops=record)
+        self.caller = self.callers[record]
+        self.ref_out = None
+        return {}
+
+    def stage(self, req):
+        in_path = os.path.join(self.xchg, "in.bin")
+        try:
+            harness.seed_all(int(req["seed"]))
+            inputs = to_device(self.get_inputs(), self.device)
+            harness.write_tensors(in_path, list(inputs))
+            h0 = time.perf_counter()
+            args = harness.read_tensors(in_path, self.device)
+            out, ms, _ = self.caller.call(self.model, args)
+            harness.write_tensors(os.path.join(self.xchg, "ref_out.bin"), out)  # as the candidate writes its own
+            host_ms = (time.perf_counter() - h0) * 1e3
+        except Exception:  # noqa: BLE001
+            raise Fail("judge_error", "the reference failed to run: " + harness.tail(traceback.format_exc()))
+        self.ref_out = out
+        return {"ref_ms": ms, "ref_host_ms": host_ms}
+
+    def check(self, req):
+        if self.ref_out is None:
+            raise Fail("judge_error", "check before stage")
+        try:
+            out = harness.read_tensors(req["out_path"], self.device)
+            worst = harness.compare(out, self.ref_out, req.get("atol"), req.get("rtol"))
+        except Fail as f:
+            return {"status": f.status, "message": f.message, "max_abs_error": -1}
+        finally:
+            self.ref_out = None  # one check per staged input set
+        return {"status": "none", "max_abs_error": worst, "message": ""}
+
+
+def main():
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    torch.set_num_threads(1)
+    ref = Reference(device)
+    emit({"event": "ready", "torch": torch.__version__})
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        try:
+            fn = {"task": ref.task, "stage": ref.stage, "check": ref.check}[req["cmd"]]
+            reply = fn(req)
+            reply["event"] = "ok"
+        except Fail as f:
+            reply = {"event": "failed", "status": f.status, "message": f.message}
+        except BaseException:  # noqa: BLE001
+            reply = {"event": "failed", "status": "judge_error", "message": harness.tail(traceback.format_exc())}
+        emit(reply)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

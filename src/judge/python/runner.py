@@ -1,0 +1,154 @@
+"""Candidate process: runs ONE candidate's ModelNew on inputs it is handed, then is thrown away.
+
+Started sandboxed by the judge (executor.cpp) before it knows the candidate (a warm spare), as
+`python runner.py DEVICE`. Nothing this process says about correctness is believed; it only
+hands outputs over. Requests are JSON lines on stdin, answers JSON lines on fd 3:
+
+  (start)  -> {"event": "ready"}
+  {"cmd": "load", "candidate", "cache_root", "extensions", "init_seed", "init_path", "record_ops"}
+           -> {"event": "loaded"} | {"event": "failed", "status", "message"}
+  {"cmd": "call", "in_path", "out_path"}
+           -> {"event": "done", "ms", "input_mutated", "evidence"} | {"event": "failed", ...}
+  {"cmd": "calibrate", "in_path", "out_path", "like_path", "record_ops"}
+           -> as "call", with a model that returns the reference's output (read before the clock
+              starts): sent before "load", it measures what the protocol costs in this process
+
+Every call is the same call: fresh input tensors read from in_path (written by the trusted
+reference process just before), model(*inputs) timed by harness.Caller (the op recorder on when
+the judge checks for an own kernel), outputs written into out_path (the one file this process may
+write outside its scratch). The judge freezes this process after each answer, checks that no
+thread or child is left, and has the reference process compare out_path. Which calls are timed,
+which inputs are hidden trial inputs and what the reference computed, this process never learns.
+"""
+import json
+import os
+import sys
+import traceback
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import ext  # noqa: E402
+import harness  # noqa: E402
+from harness import Fail  # noqa: E402
+
+answer = os.fdopen(3, "w", buffering=1)
+
+
+def emit(obj):
+    answer.write(json.dumps(obj) + "\n")
+    answer.flush()
+
+
+class _ExtProxy:
+    """The module load_inline returns, with each function call marked for the op recorder."""
+
+    def __init__(self, mod):
+        object.__setattr__(self, "_mod", mod)
+
+    def __getattr__(self, name):
+        value = getattr(self._mod, name)
+        if callable(value) and not isinstance(value, type):
+            from torch.profiler import record_function
+
+            def call(*args, **kwargs):
+                with record_function("dice_ext::" + name):
+                    return value(*args, **kwargs)
+            return call
+        return value
+
+
+def install_extensions(req):
+    settings = ext.Settings(dict(req, mode="load"))
+    inner = ext.install(settings)
+
+    def load_inline(*args, **kwargs):
+        return _ExtProxy(inner(*args, **kwargs))
+
+    torch.utils.cpp_extension.load_inline = load_inline
+
+
+def warm_up(device, caller):
+    """Starts what the runtime starts lazily (CUDA context, profiler) before the judge counts our threads."""
+    x = torch.ones(8, device=device)
+    caller.call(lambda t: t * 2, (x,))
+
+
+def load(req, state):
+    ext.calls.clear()
+    ext.failures.clear()
+    install_extensions(req)
+    device = state["device"]
+    try:
+        init = harness.read_tensors(req["init_path"], "cpu")
+        mod = harness.load_module("dice_candidate", req["candidate"])
+        model_new = getattr(mod, "ModelNew", None)
+        if model_new is None:
+            raise Fail("load_error", "candidate defines no ModelNew")
+        if ext.failures:
+            raise Fail("load_error", ext.failures[-1])
+        harness.seed_all(int(req["init_seed"]))
+        model = model_new(*init)
+        model = model.to(device) if isinstance(model, torch.nn.Module) else model
+    except Fail:
+        raise
+    except BaseException as e:  # noqa: BLE001
+        raise Fail(harness.classify(e, "load_error"), harness.tail(traceback.format_exc()))
+    if ext.failures:
+        raise Fail("load_error", ext.failures[-1])
+    state["model"] = model
+    state["caller"].record_ops = bool(req.get("record_ops"))
+
+
+def call(req, state, model=None):
+    device = state["device"]
+    inputs = harness.read_tensors(req["in_path"], device)
+    before = [t.clone() for t in harness.flatten(inputs)]
+    try:
+        out, ms, evidence = state["caller"].call(model or state["model"], inputs)
+    except Fail:
+        raise
+    except BaseException as e:  # noqa: BLE001
+        raise Fail(harness.classify(e, "runtime_error"), harness.tail(traceback.format_exc()))
+    mutated = any(not harness.same_bits(a, b) for a, b in zip(harness.flatten(inputs), before))
+    harness.write_tensors_in_place(req["out_path"], out)
+    return {"event": "done", "ms": ms, "input_mutated": mutated, "evidence": evidence}
+
+
+def main():
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    torch.set_num_threads(1)
+    if device == "cuda":
+        torch.cuda.init()
+    state = {"device": device, "caller": harness.Caller(device, record_ops=True)}
+    warm_up(device, state["caller"])
+    emit({"event": "ready", "torch": torch.__version__})
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        try:
+            if req["cmd"] == "load":
+                load(req, state)
+                emit({"event": "loaded"})
+            elif req["cmd"] == "call":
+                emit(call(req, state))
+            elif req["cmd"] == "calibrate":  # before any candidate code: the protocol's own cost
+                like = harness.read_tensors(req["like_path"], state["device"])
+                state["caller"].record_ops = bool(req.get("record_ops"))
+                emit(call(req, state, model=lambda *args: like))
+            else:
+                emit({"event": "failed", "status": "judge_error", "message": "unknown command"})
+        except Fail as f:
+            emit({"event": "failed", "status": f.status, "message": f.message})
+        except BaseException:  # noqa: BLE001 -- answer whatever happens
+            emit({"event": "failed", "status": "runtime_error", "message": harness.tail(traceback.format_exc())})
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+@EXT@
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_ok(x)

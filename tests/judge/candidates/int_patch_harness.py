@@ -1,0 +1,22 @@
+@EXT@
+import sys
+
+# Rebinds the harness's comparison and timing in this process, as a candidate could in the old
+# one-process executor: everything "passes" and every call takes a microsecond.
+for mod in list(sys.modules.values()):
+    if hasattr(mod, "compare") and hasattr(mod, "Caller"):
+        mod.compare = lambda out, ref, atol, rtol: 0.0
+        mod.same_bits = lambda a, b: True
+        real_call = mod.Caller.call
+
+        def fast(self, model, inputs, real_call=real_call):
+            out, ms, ev = real_call(self, model, inputs)
+            return out, 0.001, ev
+        mod.Caller.call = fast
+torch.allclose = lambda *a, **k: True
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        ext.noop(x)
+        return torch.zeros_like(x)
