@@ -10,6 +10,7 @@
 #include "dice/train/eval_report.h"
 #include "dice/train/eval_runner.h"
 #include "dice/util/log.h"
+#include "dice/util/run_dir.h"
 #include "subcommand.h"
 
 namespace dice::app {
@@ -20,8 +21,10 @@ struct EvalArgs {
   std::string checkpoint, tasks, kernelbench, out, responses, baseline, levels;
   int samples = 0;
   double temperature = -1;
+  bool samples_given = false, temperature_given = false;
   bool use_solutions = false;
   bool print_config = false;
+  bool fresh = false, continue_anyway = false;
 };
 
 void run_eval_cmd(const EvalArgs& a) {
@@ -35,8 +38,12 @@ void run_eval_cmd(const EvalArgs& a) {
   if (!a.responses.empty()) set("responses", a.responses);
   if (!a.baseline.empty()) set("baseline", a.baseline);
   if (!a.levels.empty()) set("levels", "[" + a.levels + "]");
-  if (a.samples > 0) set("samples", std::to_string(a.samples));
-  if (a.temperature >= 0) {
+  DICE_REQUIRE(!a.samples_given || a.samples >= 1, "--samples must be >= 1 (samples per task), got ", a.samples, ".");
+  DICE_REQUIRE(!a.temperature_given || a.temperature >= 0, "--temperature must be >= 0 (0 = greedy), got ",
+               a.temperature, ".");
+  const auto on_mismatch = run_dir::on_mismatch_from_flags(a.fresh, a.continue_anyway);
+  if (a.samples_given) set("samples", std::to_string(a.samples));
+  if (a.temperature_given) {
     set("sampler.temperature", std::to_string(a.temperature));
     set("sampler.top_k", a.temperature > 0 ? "0" : "1");
   }
@@ -45,12 +52,8 @@ void run_eval_cmd(const EvalArgs& a) {
   auto cfg = config::load<train::EvalConfig>(tree);
 
   dist::World world(nullptr, nullptr);
-  if (world.is_root()) {
-    std::string resolved = config::dump(config::to_yaml(cfg));
-    if (a.print_config) std::cout << resolved;
-    train::save_resolved_config(cfg.out, resolved);
-  }
-  auto result = train::run_eval(cfg, world);
+  if (world.is_root() && a.print_config) std::cout << config::dump(config::to_yaml(cfg));
+  auto result = train::run_eval(cfg, world, on_mismatch);  // writes config.yaml once the checks pass
   if (world.is_root()) std::cout << "\n" << result.report_md;
 }
 
@@ -62,8 +65,14 @@ void setup_eval(CLI::App& cmd) {
   cmd.add_option("--kernelbench", a->kernelbench, "KernelBench checkout (instead of --tasks)");
   cmd.add_option("--levels", a->levels, "levels, e.g. 1,2,3");
   cmd.add_option("--out", a->out, "result folder (a rerun resumes)");
-  cmd.add_option("--samples", a->samples, "samples per task (pass@k)");
-  cmd.add_option("--temperature", a->temperature, "sampling temperature (0 = greedy, the default protocol)");
+  cmd.add_option("--samples", a->samples, "samples per task (pass@k)")->each([a](const std::string&) {
+    a->samples_given = true;
+  });
+  cmd.add_option("--temperature", a->temperature, "sampling temperature (0 = greedy, the default protocol)")
+      ->each([a](const std::string&) { a->temperature_given = true; });
+  cmd.add_flag("--fresh", a->fresh, "the result folder holds other results: delete them and start over");
+  cmd.add_flag("--continue-anyway", a->continue_anyway,
+               "resume although the result folder was made with another checkpoint, tasks or settings");
   cmd.add_option("--responses", a->responses, "judge responses from this JSONL instead of sampling");
   cmd.add_flag("--use-solutions", a->use_solutions, "judge the tasks' honest solutions (pipeline check)");
   cmd.add_option("--baseline", a->baseline, "baseline timing file from `dice eval baseline`");

@@ -2,17 +2,21 @@
 //   dice judge --tasks configs/tasks/builtin_cpu.jsonl --candidates cands.jsonl --out verdicts.jsonl
 // Candidates: JSONL records {task_id, response | code, sample_id?}. Verdicts: JSONL, one per
 // candidate in input order, the Verdict fields plus sample_id and reward.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "dice/config/config.h"
 #include "dice/judge/judge.h"
+#include "dice/judge/judge_queue.h"
 #include "dice/judge/reward.h"
 #include "dice/judge/task.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
+#include "dice/util/run_dir.h"
 #include "dice/util/timer.h"
 #include "subcommand.h"
 
@@ -52,9 +56,15 @@ std::vector<CandidateRecord> load_candidates(const std::string& path) {
 struct JudgeArgs {
   ConfigArgs config;
   std::string tasks, candidates, out;
+  bool overwrite = false;
 };
 
 void run(const JudgeArgs& a) {
+  // The output is checked before any work, and locked against a second run writing it.
+  run_dir::ensure_writable_file(a.out, "--out");
+  DICE_REQUIRE(a.overwrite || !fs::exists(a.out), "--out ", a.out,
+               " already exists; pass --overwrite to replace it (it is kept until the new one is whole).");
+  auto lock = run_dir::lock_file(a.out, "the output " + a.out);
   auto cfg = config::load<judge::JudgeConfig>(config::load_tree(a.config.config_path, a.config.sets));
   std::vector<judge::Task> tasks = judge::load_tasks(a.tasks);
   std::map<std::string, const judge::Task*> by_id;
@@ -75,25 +85,56 @@ void run(const JudgeArgs& a) {
   const auto kind = judge::reward_kind_from_name(cfg.reward);
   log::info("judge: ", jobs.size(), " candidates, ", tasks.size(), " tasks, ", cfg.compile_workers,
             " compile workers, ", cfg.executors, " executors");
+  auto line_of = [&](size_t i, const judge::Verdict& v) {
+    nlohmann::json j = v;
+    j["sample_id"] = cands[i].sample_id;
+    j["reward"] = judge::reward(v, kind, cfg.tau);
+    return j.dump() + "\n";
+  };
+  // Each verdict is appended to <out>.partial as it is final (completion order, with its input
+  // line number): a run that dies or cannot write --out at the end leaves them there.
+  const std::string partial = a.out + ".partial";
+  std::FILE* part = std::fopen(partial.c_str(), "w");
+  DICE_REQUIRE(part != nullptr, "cannot write ", partial, ": ", std::strerror(errno));
+  std::string part_error;
   Timer timer;
   log::Progress bar("judge", static_cast<long>(jobs.size()));
-  auto verdicts = judge.judge(jobs, [&](size_t done, size_t) { bar.update(static_cast<long>(done)); });
+  long judged = 0;
+  std::map<int64_t, judge::Verdict> by_key;
+  {
+    judge::JudgeQueue queue(judge, [&](int64_t key, const judge::Verdict& v) {
+      bar.update(++judged);
+      nlohmann::json rec = nlohmann::json::parse(line_of(static_cast<size_t>(key), v));
+      rec["candidate_line"] = key + 1;
+      const std::string line = rec.dump() + "\n";
+      if (part_error.empty() && (std::fwrite(line.data(), 1, line.size(), part) != line.size() || std::fflush(part) != 0))
+        part_error = std::strerror(errno);
+    });
+    for (size_t i = 0; i < jobs.size(); ++i) queue.submit(static_cast<int64_t>(i), jobs[i]);
+    by_key = queue.drain();
+  }
+  std::fclose(part);
   bar.finish();
+  if (!part_error.empty()) log::warn("judge: could not stream verdicts to ", partial, " (", part_error, ")");
+  std::vector<judge::Verdict> verdicts;
+  for (size_t i = 0; i < jobs.size(); ++i) verdicts.push_back(by_key.at(static_cast<int64_t>(i)));
   double wall = timer.elapsed_s();
 
   std::string text;
   std::map<std::string, int> classes;
   int correct = 0, hits = 0;
   for (size_t i = 0; i < verdicts.size(); ++i) {
-    nlohmann::json j = verdicts[i];
-    j["sample_id"] = cands[i].sample_id;
-    j["reward"] = judge::reward(verdicts[i], kind, cfg.tau);
-    text += j.dump() + "\n";
+    text += line_of(i, verdicts[i]);
     classes[judge::failure_name(verdicts[i].failure)]++;
     correct += verdicts[i].correct;
     hits += verdicts[i].cache_hit;
   }
-  fs::write_file_atomic(a.out, text);
+  try {
+    fs::write_file_atomic(a.out, text);
+  } catch (const Error& e) {
+    throw Error(str(e.what(), " The ", verdicts.size(), " verdicts are kept in ", partial, " (in completion order)."));
+  }
+  std::remove(partial.c_str());
   std::string hist;
   for (auto& [k, n] : classes) hist += str(" ", k, "=", n);
   log::info("judge: ", correct, "/", verdicts.size(), " correct, ", hits, " build cache hits, ", wall, " s (",
@@ -109,6 +150,7 @@ void setup(CLI::App& cmd) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd.add_option("--out", a->out, "verdicts (JSONL)")->required();
+  cmd.add_flag("--overwrite", a->overwrite, "replace an existing --out");
   cmd.callback([a] { run(*a); });
 }
 

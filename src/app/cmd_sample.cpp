@@ -6,6 +6,9 @@
 //   dice/judge/task.h        task files (--tasks)
 #include <torch/torch.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +26,8 @@
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
+#include "dice/util/run_dir.h"
+#include "dice/train/model_source.h"
 #include "dice/util/timer.h"
 #include "subcommand.h"
 
@@ -46,6 +51,7 @@ struct SampleArgs {
   std::string dtype = "auto";
   int64_t samples = 1;
   bool raw = false;
+  bool overwrite = false;
 };
 
 struct Item {
@@ -107,34 +113,45 @@ std::vector<Item> task_prompts(const std::string& path, const std::string& templ
   return items;
 }
 
-model::Transformer load_policy(const std::string& dir, torch::Dtype dtype, torch::Device device) {
-  DICE_REQUIRE(fs::exists(dir), "The model directory ", dir, " does not exist.");
-  if (fs::exists(dir + "/COMPLETE")) {  // a dice checkpoint (it carries a copy of config.json)
-    DICE_REQUIRE(fs::exists(dir + "/config.json"), "Checkpoint ", dir,
-                 " has no config.json copy; sample from an HF folder instead.");
-    model::Transformer m(model::ModelConfig::from_hf_dir(dir), dtype, device);
-    m->load_weights(ckpt::load_model(dir));
-    return m;
-  }
-  DICE_REQUIRE(fs::exists(dir + "/config.json"), "The model directory ", dir,
-               " has no config.json: pass a Hugging Face model folder or a dice checkpoint (step_N/).");
-  return model::load_hf_model(dir, dtype, device);
+// One output line per record (the format of --out).
+std::string record_line(const rollout::SampleRecord& r, const Item& it, int64_t sample, const text::Tokenizer& tok) {
+  std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
+  nlohmann::json j;
+  j["id"] = it.id;
+  j["sample"] = sample;
+  j["seq_id"] = r.seq_id;
+  j["prompt"] = it.text;
+  j["response"] = tok.decode(resp, /*skip_special=*/true);
+  j["prompt_ids"] = r.prompt_ids;
+  j["response_ids"] = r.response_ids;
+  j["step_map"] = r.step_map;
+  if (!r.logprobs.empty()) j["logprobs"] = r.logprobs;
+  j["stop_reason"] = r.stop_reason;
+  j["steps"] = r.steps;
+  j["queued_s"] = r.queued_s;
+  j["decode_s"] = r.decode_s;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 void run(const SampleArgs& a) {
   auto cfg = config::load_file<SampleFileConfig>(a.config.config_path, a.config.sets);
   DICE_REQUIRE(a.prompts.empty() != a.tasks.empty(), "Give exactly one of --prompts FILE or --tasks FILE.");
   DICE_REQUIRE(a.samples > 0, "--samples must be > 0.");
-  torch::Device device = a.device == "auto" ? (torch::cuda::is_available() ? torch::kCUDA : torch::kCPU)
-                                            : torch::Device(a.device);
-  torch::Dtype dtype = a.dtype == "auto" ? (device.is_cuda() ? torch::kBFloat16 : torch::kFloat32)
-                                         : (a.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
+  // Everything a user can get wrong is refused before the model is loaded or any work is done.
+  const auto src = train::resolve_model(a.model, "--model");
+  const torch::Device device = train::pick_device(a.device, nullptr, "--device");
+  const torch::Dtype dtype = a.dtype == "auto" ? train::default_dtype(device)
+                                               : (a.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
+  run_dir::ensure_writable_file(a.out, "--out");
+  DICE_REQUIRE(a.overwrite || !fs::exists(a.out), "--out ", a.out,
+               " already exists; pass --overwrite to replace it (it is kept until the new one is whole).");
+  auto lock = run_dir::lock_file(a.out, "the output " + a.out);
   auto items = a.tasks.empty() ? read_prompts(a.prompts) : task_prompts(a.tasks, a.prompt_template);
 
   Timer load_t;
-  const std::string tok_dir = a.tokenizer.empty() ? a.model : a.tokenizer;
+  const std::string tok_dir = a.tokenizer.empty() ? src.dir : a.tokenizer;
   auto tok = text::Tokenizer::from_dir(tok_dir);
-  auto model = load_policy(a.model, dtype, device);
+  auto model = train::load_policy(src, dtype, device);
   text::check_compatible(tok, model->config().vocab_size, model->config().mask_token_id);
   log::info("sample: loaded ", a.model, " on ", device.str(), " in ", load_t.elapsed_s(), " s");
 
@@ -148,32 +165,36 @@ void run(const SampleArgs& a) {
             config::dump(config::to_yaml(cfg)));
 
   rollout::Sampler sampler(model, cfg.sampler);
+  // Records are streamed to <out>.partial as each finishes (in completion order): a run that dies
+  // or cannot write --out at the end leaves them there. --out itself is written whole, in order.
+  const std::string partial = a.out + ".partial";
+  std::FILE* part = std::fopen(partial.c_str(), "w");
+  DICE_REQUIRE(part != nullptr, "cannot write ", partial, ": ", std::strerror(errno));
+  std::string part_error;
   log::Progress bar("sample", static_cast<long>(prompts.size()));
-  auto records = sampler.generate(prompts, 0, [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); });
+  std::vector<rollout::SampleRecord> records;
+  {
+    rollout::ScopedRecordFn stream(sampler, [&](int64_t i, const rollout::SampleRecord& r) {
+      const std::string line = record_line(r, items[static_cast<size_t>(i / a.samples)], i % a.samples, tok);
+      if (part_error.empty() && (std::fwrite(line.data(), 1, line.size(), part) != line.size() || std::fflush(part) != 0))
+        part_error = std::strerror(errno);
+    });
+    records = sampler.generate(prompts, 0, [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); });
+  }
+  std::fclose(part);
   bar.finish();
+  if (!part_error.empty()) log::warn("sample: could not stream records to ", partial, " (", part_error, ")");
 
   std::string body;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const auto& r = records[i];
-    const auto& it = items[i / static_cast<size_t>(a.samples)];
-    std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
-    nlohmann::json j;
-    j["id"] = it.id;
-    j["sample"] = static_cast<int64_t>(i) % a.samples;
-    j["seq_id"] = r.seq_id;
-    j["prompt"] = it.text;
-    j["response"] = tok.decode(resp, /*skip_special=*/true);
-    j["prompt_ids"] = r.prompt_ids;
-    j["response_ids"] = r.response_ids;
-    j["step_map"] = r.step_map;
-    if (!r.logprobs.empty()) j["logprobs"] = r.logprobs;
-    j["stop_reason"] = r.stop_reason;
-    j["steps"] = r.steps;
-    j["queued_s"] = r.queued_s;
-    j["decode_s"] = r.decode_s;
-    body += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  for (size_t i = 0; i < records.size(); ++i)
+    body += record_line(records[i], items[i / static_cast<size_t>(a.samples)], static_cast<int64_t>(i) % a.samples, tok);
+  try {
+    fs::write_file_atomic(a.out, body);
+  } catch (const Error& e) {
+    throw Error(str(e.what(), " The ", records.size(), " records are kept in ", partial, part_error.empty() ? "" : " (incomplete)",
+                    " (in completion order)."));
   }
-  fs::write_file_atomic(a.out, body);
+  std::remove(partial.c_str());
   const auto& s = sampler.last_stats();
   log::info("sample: wrote ", records.size(), " records to ", a.out, "; ", s.response_tokens, " tokens in ", s.wall_s,
             " s (", s.tokens_per_s(), " tok/s, ", s.forwards, " forwards, prefill ", s.prefill_s, " s)");
@@ -190,7 +211,8 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--out", a->out, "output JSONL")->required();
   cmd.add_option("--samples", a->samples, "responses per prompt");
   cmd.add_option("--device", a->device, "auto | cpu | cuda | cuda:N");
-  cmd.add_option("--dtype", a->dtype, "auto | bfloat16 | float32");
+  cmd.add_option("--dtype", a->dtype, "auto | bfloat16 | float32")->check(CLI::IsMember({"auto", "bfloat16", "float32"}));
+  cmd.add_flag("--overwrite", a->overwrite, "replace an existing --out");
   cmd.add_flag("--raw", a->raw, "feed prompts as they are (no chat framing)");
   cmd.callback([a] { run(*a); });
 }

@@ -2,6 +2,7 @@
 #include "dice/config/config.h"
 
 #include <fstream>
+#include <map>
 
 #include "dice/util/fs.h"
 
@@ -74,6 +75,47 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& sets) {
   }
 }
 
+void check_unique_keys(const YAML::Node& n, const std::string& file, const std::string& prefix) {
+  if (n.IsMap()) {
+    std::map<std::string, int> line_of;
+    for (const auto& kv : n) {
+      const std::string key = kv.first.Scalar();
+      const std::string full = detail::join_path(prefix, key);
+      auto [it, fresh] = line_of.emplace(key, kv.first.Mark().line + 1);
+      DICE_REQUIRE(fresh, "config file '", file, "': key '", full, "' appears twice (lines ", it->second, " and ",
+                   kv.first.Mark().line + 1, "); YAML keeps only one of them, so merge the two blocks.");
+      check_unique_keys(kv.second, file, full);
+    }
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) check_unique_keys(n[i], file, detail::str_index(prefix, i));
+  }
+}
+
+namespace {
+void flatten_into(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n) flatten_into(kv.second, detail::join_path(prefix, kv.first.Scalar()), out);
+  } else if (n.IsSequence()) {
+    bool scalars = true;
+    for (const auto& e : n) scalars = scalars && !e.IsMap();
+    if (scalars) {
+      out[prefix] = detail::node_text(n);
+      return;
+    }
+    for (size_t i = 0; i < n.size(); ++i) flatten_into(n[i], detail::str_index(prefix, i), out);
+    out[prefix + ".size"] = std::to_string(n.size());
+  } else {
+    out[prefix] = n.IsNull() ? "" : n.Scalar();
+  }
+}
+}  // namespace
+
+std::map<std::string, std::string> flatten(const YAML::Node& n) {
+  std::map<std::string, std::string> out;
+  flatten_into(n, "", out);
+  return out;
+}
+
 YAML::Node load_tree(const std::string& path, const std::vector<std::string>& sets) {
   YAML::Node root(YAML::NodeType::Map);
   if (!path.empty()) {
@@ -85,6 +127,7 @@ YAML::Node load_tree(const std::string& path, const std::vector<std::string>& se
     }
     if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
     DICE_REQUIRE(root.IsMap(), "config file '", path, "' must hold a mapping at the top level");
+    check_unique_keys(root, path, "");
   }
   apply_overrides(root, sets);
   return root;

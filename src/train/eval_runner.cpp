@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "dice/ckpt/checkpoint.h"
@@ -17,7 +18,12 @@
 #include "dice/text/prompt.h"
 #include "dice/text/tokenizer.h"
 #include "dice/train/eval_report.h"
+#include "dice/train/model_source.h"
+#include "dice/train/rl_config.h"
 #include "dice/train/sample_store.h"
+#include "dice/config/config.h"
+#include "dice/util/hash.h"
+#include "dice/util/run_dir.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
@@ -74,35 +80,6 @@ std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg) {
 }
 
 namespace {
-
-// A checkpoint step dir holds model.h5; a run dir holds step_* dirs; anything else is an HF folder.
-std::string resolve_checkpoint(const std::string& path) {
-  DICE_REQUIRE(!path.empty(), "dice eval needs --checkpoint (an HF folder, a checkpoint or a run folder)");
-  DICE_REQUIRE(fs::exists(path), "checkpoint '", path, "' does not exist");
-  if (fs::exists(path + "/model.h5") || fs::exists(path + "/config.json")) return path;
-  auto latest = ckpt::find_latest_complete(path);
-  DICE_REQUIRE(latest.has_value(), "'", path, "' is neither a model folder nor a run folder with a complete checkpoint");
-  log::info("eval: using the latest complete checkpoint ", *latest);
-  return *latest;
-}
-
-model::Transformer load_policy(const std::string& dir, torch::Device device) {
-  torch::Dtype dtype = device.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
-  if (!fs::exists(dir + "/model.h5")) return model::load_hf_model(dir, dtype, device);
-  DICE_REQUIRE(fs::exists(dir + "/config.json"), "checkpoint '", dir,
-               "' has no config.json (import checkpoints with `dice ckpt import-hf`)");
-  auto cfg = model::ModelConfig::from_hf_dir(dir);
-  model::Transformer m(cfg, dtype, device);
-  m->load_weights(ckpt::load_model(dir));
-  return m;
-}
-
-torch::Device pick_device(const std::string& want, const dist::World& world) {
-  bool cuda = torch::cuda::is_available();
-  DICE_REQUIRE(want != "cuda" || cuda, "eval.device is 'cuda' but no CUDA device is visible");
-  if (want == "cpu" || !cuda) return torch::kCPU;
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.device_index(torch::cuda::device_count())));
-}
 
 std::string prompt_for(const judge::Task& t, const EvalConfig& cfg, std::map<std::string, std::string>& cache) {
   auto kind = t.infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
@@ -161,15 +138,103 @@ std::map<std::string, std::string> given_responses(const EvalConfig& cfg, const 
   return out;
 }
 
+// Keys of the resolved eval config that do not change any stored record (where to write, how the
+// report is drawn, how the work is spread); paths of inputs are replaced by their digests.
+bool eval_key_affects_records(const std::string& k) {
+  static const std::vector<std::string> neutral = {"out", "checkpoint", "tasks", "kernelbench", "responses", "levels",
+                                                   "pass_k", "fast_p", "baseline", "plots", "chunk", "device",
+                                                   "sampler.max_batch"};
+  for (const auto& n : neutral)
+    if (k == n) return false;
+  return !runtime_only_key(k);
+}
+
+std::string tasks_digest(const EvalConfig& cfg, const std::vector<judge::Task>& tasks) {
+  if (!cfg.tasks.empty()) return hash::sha256_file_hex(cfg.tasks);
+  hash::Sha256 h;
+  for (const auto& t : tasks) {
+    for (const auto* part : {&t.id, &t.reference, &t.solution}) {
+      h.update(*part);
+      h.update("\n\x1f");
+    }
+  }
+  return h.hex_digest();
+}
+
+bool holds_results(const std::string& dir) {
+  if (fs::exists(dir + "/samples.jsonl")) return true;
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir + "/parts", ec))
+    if (e.path().extension() == ".jsonl" && stdfs::file_size(e.path(), ec) > 0) return true;
+  return false;
+}
+
+// Rank 0: the result folder's contract (writable, locked, same fingerprint or asked otherwise);
+// every rank gets the verdict. The lock is held by rank 0 until run_eval returns.
+void plan_out_dir(const EvalConfig& cfg, const std::vector<judge::Task>& tasks, const std::string& model_id,
+                  const std::string& model_src_dir, const std::string& device, run_dir::OnMismatch on_mismatch, const dist::World& world,
+                  run_dir::DirLock& lock) {
+  std::string verdict = "ok";
+  if (world.is_root()) {
+    try {
+      run_dir::ensure_writable_dir(cfg.out, "--out");
+      lock = run_dir::lock_dir(cfg.out, "the result folder " + cfg.out);
+      run_dir::Fingerprint fp;
+      const YAML::Node tree = config::to_yaml(cfg);
+      for (const auto& [k, v] : config::flatten(tree))
+        if (eval_key_affects_records(k)) fp["config." + k] = v;
+      fp["tasks"] = tasks_digest(cfg, tasks);
+      if (!model_id.empty()) {
+        fp["checkpoint"] = model_id;
+        fp["about.checkpoint"] = stdfs::absolute(model_src_dir).lexically_normal().string();
+        fp["device"] = device;
+      } else {
+        fp["responses"] = cfg.use_solutions ? std::string("the tasks' solutions") : hash::sha256_file_hex(cfg.responses);
+      }
+      auto plan = run_dir::plan_resume(cfg.out, fp, holds_results(cfg.out), on_mismatch, "the result folder");
+      if (plan == run_dir::Plan::kFresh) {
+        log::info("eval: --fresh: removing the old results in ", cfg.out);
+        run_dir::clear_results(cfg.out);
+      }
+      if (plan != run_dir::Plan::kResume || !run_dir::read_fingerprint(cfg.out)) run_dir::write_fingerprint(cfg.out, fp);
+      save_resolved_config(cfg.out, config::dump(tree));
+    } catch (const Error& e) {
+      verdict = std::string("error:") + e.what();
+    }
+  }
+  verdict = world.broadcast(verdict);
+  if (verdict.rfind("error:", 0) == 0) throw Error(verdict.substr(6));
+}
+
+// The failure record of an item that cannot run (its prompt does not fit sampler.max_len).
+judge::Verdict not_run_verdict(const judge::Task& t, const std::string& why) {
+  judge::Verdict v;
+  v.task_id = t.id;
+  v.failure = judge::Failure::kResourceLimit;
+  v.log_tail = why;
+  return v;
+}
+
 }  // namespace
 
-EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
+EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::OnMismatch on_mismatch) {
   cfg.validate();
   Timer wall;
   const auto tasks = load_eval_tasks(cfg);
   const auto given = given_responses(cfg, tasks);
   const bool use_model = cfg.use_solutions == false && cfg.responses.empty();
 
+  // Everything a user can get wrong is refused before any work: the model, the device, the folder.
+  ModelSource model_src;
+  std::string model_id;
+  torch::Device device = torch::kCPU;
+  if (use_model) {
+    model_src = resolve_model(cfg.checkpoint, "--checkpoint");
+    device = pick_device(cfg.device, &world, "eval.device");
+    if (world.is_root()) model_id = model_identity(model_src);
+  }
+  run_dir::DirLock lock;
+  plan_out_dir(cfg, tasks, model_id, model_src.dir, device.is_cuda() ? "cuda" : "cpu", on_mismatch, world, lock);
   SampleStore store(cfg.out, world.rank());
   world.barrier();  // every rank sees the folder before reading it
   const auto done = store.done_keys();
@@ -191,12 +256,10 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
   std::optional<model::Transformer> policy;
   std::optional<text::Tokenizer> tokenizer;
   std::unique_ptr<rollout::Sampler> sampler;
-  std::string ckpt_dir;
+  const std::string ckpt_dir = model_src.dir;
   if (use_model && shard.end > shard.begin) {
-    ckpt_dir = resolve_checkpoint(cfg.checkpoint);
-    auto device = pick_device(cfg.device, world);
     tokenizer = text::Tokenizer::from_dir(ckpt_dir);
-    policy = load_policy(ckpt_dir, device);
+    policy = load_policy(model_src, default_dtype(device), device);
     text::check_compatible(*tokenizer, (*policy)->config().vocab_size, (*policy)->config().mask_token_id);
     sampler = std::make_unique<rollout::Sampler>(*policy, cfg.sampler);
   }
@@ -205,8 +268,9 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
   judge::Judge judger(cfg.judge);  // static checks: judge.static_checks
 
   std::map<std::string, std::string> templates;
-  log::Progress progress("eval", shard.end - shard.begin);
-  int64_t finished = 0;
+  log::Progress progress("eval: judged", shard.end - shard.begin);
+  log::Progress sampling("eval: sampled", shard.end - shard.begin);
+  int64_t finished = 0, sampled = 0, not_run = 0;
   for (int64_t begin = shard.begin; begin < shard.end; begin += cfg.chunk) {
     const int64_t end = std::min<int64_t>(begin + cfg.chunk, shard.end), n = end - begin;
     // Slots filled before their job is submitted (the judge's worker reads slot k only after).
@@ -220,7 +284,10 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
     // time limit) loses only the candidates still being judged.
     std::string store_error;  // the judge's worker calls store_record: errors are raised after drain()
     int64_t judged = 0;
+    std::vector<std::string> not_run_why(static_cast<size_t>(n));  // set before such an item is stored
+    std::mutex store_mu;  // the judge's worker and this thread (items that cannot run) both store
     auto store_record = [&](int64_t k, const judge::Verdict& verdict) {
+      std::lock_guard<std::mutex> hold(store_mu);
       progress.update(finished + ++judged);
       if (!store_error.empty()) return;
       int64_t i = begin + k;
@@ -233,7 +300,10 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
                   {"response", responses[k]},
                   {"verdict", verdict},
                   {"timings", {{"sampled_after_s", sampled_after_s[k]}, {"judged_after_s", chunk_timer.elapsed_s()}}}};
-      if (use_model) {
+      if (!not_run_why[k].empty()) {
+        rec["checkpoint"] = ckpt_dir;
+        rec["not_run"] = not_run_why[k];
+      } else if (use_model) {
         rec["checkpoint"] = ckpt_dir;
         rec["response_tokens"] = gens[k].response_ids.size();
         rec["stop_reason"] = gens[k].stop_reason;
@@ -263,17 +333,41 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
         responses[k] = tokenizer->decode(resp, /*skip_special=*/true);
         gens[k] = r;
         sampled_after_s[k] = chunk_timer.elapsed_s();
+        sampling.update(++sampled);
         submit(k);
       });
+      // An item whose prompt does not fit a cache row cannot run: it becomes a failure record
+      // naming the task (kept on resume), and the others go on.
+      std::vector<std::vector<int64_t>> enc(static_cast<size_t>(n));
+      std::vector<char> runs(static_cast<size_t>(n), 1);
+      const int64_t W = sampler->block_size();
+      for (int64_t k = 0; k < n; ++k) {
+        auto ids = tokenizer->encode(text::chat_prompt(prompts[k]));
+        const int64_t L = static_cast<int64_t>(ids.size());
+        const int64_t need = (L + cfg.sampler.max_new_tokens + W - 1) / W * W;
+        if (L > 0 && need <= cfg.sampler.max_len) {
+          enc[k].assign(ids.begin(), ids.end());
+          continue;
+        }
+        const auto& t = tasks[todo[begin + k].task];
+        std::string why = L == 0 ? str("task '", t.id, "': the prompt is empty; not sampled")
+                                 : str("task '", t.id, "': the prompt has ", L, " tokens; with sampler.max_new_tokens ",
+                                       cfg.sampler.max_new_tokens, " it needs sampler.max_len >= ", need, " (it is ",
+                                       cfg.sampler.max_len, "); not sampled, recorded as a failure");
+        log::warn("eval: ", why);
+        runs[k] = 0;
+        not_run_why[k] = why;
+        ++not_run;
+        sampling.update(++sampled);
+        store_record(k, not_run_verdict(t, why));
+      }
       int64_t i = begin;
       while (i < end) {
+        if (!runs[i - begin]) { ++i; continue; }
         int64_t j = i + 1;
-        while (j < end && todo[j].index == todo[j - 1].index + 1) ++j;
+        while (j < end && runs[j - begin] && todo[j].index == todo[j - 1].index + 1) ++j;
         std::vector<std::vector<int64_t>> ids;
-        for (int64_t k = i; k < j; ++k) {
-          auto enc = tokenizer->encode(text::chat_prompt(prompts[k - begin]));
-          ids.emplace_back(enc.begin(), enc.end());
-        }
+        for (int64_t k = i; k < j; ++k) ids.push_back(std::move(enc[k - begin]));
         run_first = i - begin;
         sampler->generate(ids, static_cast<uint64_t>(todo[i].index));
         i = j;
@@ -291,6 +385,7 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world) {
     progress.update(finished);
   }
   progress.finish();
+  if (not_run > 0) log::warn("eval: ", not_run, " item(s) could not run (prompt over sampler.max_len); recorded as failures");
 
   world.barrier();
   if (world.is_root()) {

@@ -2,6 +2,9 @@
 #include "dice/util/fs.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/syscall.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,11 +47,69 @@ void write_file(const std::string& path, const std::string& data) {
   DICE_REQUIRE(out.good(), "short write to '", path, "' (disk full?)");
 }
 
+namespace {
+std::string parent_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+}  // namespace
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
 void write_file_atomic(const std::string& path, const std::string& data) {
   std::string tmp = str(path, ".tmp.", getpid());
-  write_file(tmp, data);
-  DICE_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
-               "': ", std::strerror(errno));
+  int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  DICE_REQUIRE(fd >= 0, "cannot write '", tmp, "': ", std::strerror(errno));
+  size_t done = 0;
+  int err = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) { err = n < 0 ? errno : ENOSPC; break; }
+    done += static_cast<size_t>(n);
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  ::close(fd);
+  if (err != 0) {
+    ::unlink(tmp.c_str());  // the old file, if any, is untouched
+    throw Error(str("cannot write '", path, "': ", std::strerror(err), "; the previous version (if any) is kept."));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(str("cannot rename '", tmp, "' to '", path, "': ", std::strerror(err)));
+  }
+  fsync_path(parent_of(path));
+}
+
+void replace_dir(const std::string& staged, const std::string& target) {
+  struct stat st;
+  if (::lstat(target.c_str(), &st) != 0) {
+    DICE_REQUIRE(std::rename(staged.c_str(), target.c_str()) == 0, "cannot rename '", staged, "' to '", target,
+                 "': ", std::strerror(errno));
+  } else {
+    // One atomic swap where the file system has it (ext4, xfs, tmpfs, btrfs); else two renames
+    // with the old folder kept aside until the new one is in place.
+    if (::syscall(SYS_renameat2, AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
+      std::string aside = str(target, ".old.", getpid());
+      DICE_REQUIRE(std::rename(target.c_str(), aside.c_str()) == 0, "cannot move '", target, "' aside: ",
+                   std::strerror(errno));
+      if (std::rename(staged.c_str(), target.c_str()) != 0) {
+        int err = errno;
+        std::rename(aside.c_str(), target.c_str());
+        throw Error(str("cannot rename '", staged, "' to '", target, "': ", std::strerror(err)));
+      }
+      remove_tree(aside);
+    } else {
+      remove_tree(staged);  // now holds the old folder
+    }
+  }
+  fsync_path(parent_of(target));
 }
 
 bool exists(const std::string& path) {

@@ -19,6 +19,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -163,5 +164,12 @@ template <typename T> T load_file(const std::string& path, const std::vector<std
 }
 
 std::string dump(const YAML::Node& n);
+
+// Dotted key -> scalar text of a tree ("sampler.temperature" -> "0"); lists of scalars are one
+// entry. The basis of run-directory fingerprints (dice/util/run_dir.h).
+std::map<std::string, std::string> flatten(const YAML::Node& n);
+// A dice::Error naming the file, the key and both lines when a mapping repeats a key (yaml-cpp
+// would silently use one of them). load_tree calls it on every file.
+void check_unique_keys(const YAML::Node& n, const std::string& file, const std::string& prefix = "");
 
 }  // namespace dice::config

@@ -17,6 +17,7 @@
 #include "dice/dist/world.h"
 #include "dice/judge/judge.h"
 #include "dice/rollout/sampler.h"
+#include "dice/util/run_dir.h"
 
 namespace dice::train {
 
@@ -69,7 +70,13 @@ struct EvalResult {
   std::string report_md;     // root only
 };
 
-EvalResult run_eval(const EvalConfig& cfg, const dist::World& world);
+// The result folder follows dice/util/run_dir.h: rank 0 checks it writable, locks it, and compares
+// its fingerprint (checkpoint identity, task file digest, the config keys that change records);
+// a different one is refused unless `on_mismatch` says start afresh or continue. config.yaml is
+// written only after these checks pass. An item whose prompt does not fit sampler.max_len becomes
+// a failure record (verdict resource_limit, "not_run": the reason) and the run goes on.
+EvalResult run_eval(const EvalConfig& cfg, const dist::World& world,
+                    run_dir::OnMismatch on_mismatch = run_dir::OnMismatch::kRefuse);
 
 // Where configs/ and tools/ live: $DICE_HOME, else the source tree the binary was built from.
 std::string project_root();

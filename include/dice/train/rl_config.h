@@ -186,6 +186,9 @@ struct RlRunConfig {
 // Keys whose change does not change results (paths of caches, timeouts, logging, fault
 // injection, keep_last): a resumed run may differ from the recorded config only in these.
 bool key_affects_results(const std::string& dotted_key);
+// Judge and sampler keys that change only speed or where scratch goes, never a result (shared by
+// the trainer's and eval's run-directory fingerprints).
+bool runtime_only_key(const std::string& dotted_key);
 // Dotted keys whose values differ between two resolved config trees (YAML text), sorted.
 std::vector<std::string> config_differences(const std::string& a_yaml, const std::string& b_yaml);
 

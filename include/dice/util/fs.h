@@ -10,8 +10,13 @@ std::string read_file(const std::string& path);  // throws dice::Error naming th
 // dropped): the loop of every JSONL reader. Throws dice::Error naming the path when unreadable.
 void for_each_line(const std::string& path, const std::function<void(int, const std::string&)>& fn);
 void write_file(const std::string& path, const std::string& data);
-// Writes to path.tmp.<pid> then renames: readers never see a half-written file.
+// Writes to path.tmp.<pid>, fsyncs, renames over path, fsyncs the folder: readers never see a
+// half-written file, and when the write fails (disk full) the old file stays and no .tmp is left.
 void write_file_atomic(const std::string& path, const std::string& data);
+// Puts the fully written folder `staged` in the place of `target` (atomic swap where the file
+// system supports it); the old target is removed only once the new one is in place.
+void replace_dir(const std::string& staged, const std::string& target);
+void fsync_path(const std::string& path);  // a file or a folder; errors ignored
 bool exists(const std::string& path);
 std::string make_temp_dir(const std::string& prefix);  // under $TMPDIR or /tmp
 
