@@ -5,7 +5,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "dice/util/error.h"
 
@@ -49,6 +51,69 @@ torch::Tensor block_diffusion_mask(const TokenLayout& q, const TokenLayout& k, b
     m = m.logical_or((idx.unsqueeze(1) == idx.unsqueeze(0)).unsqueeze(0));
   }
   return m.unsqueeze(1);
+}
+
+SparseAttention block_diffusion_plan(const TokenLayout& lay, int64_t chunk_tokens, torch::Device device) {
+  check_layout(lay, "token");
+  DICE_REQUIRE(chunk_tokens > 0, "The sparse attention chunk must hold at least one token, got ", chunk_tokens, ".");
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  auto seg = lay.segment.to(torch::kCPU, torch::kInt64).contiguous();
+  auto blk = lay.block.to(torch::kCPU, torch::kInt64).contiguous();
+  auto noisy = lay.noisy.to(torch::kCPU, torch::kBool).contiguous();
+  auto cpy = lay.copy.defined() ? lay.copy.to(torch::kCPU, torch::kInt64).contiguous() : torch::Tensor();
+  const int64_t B = seg.size(0), L = seg.size(1);
+  auto sa = seg.accessor<int64_t, 2>(), ba = blk.accessor<int64_t, 2>();
+  auto na = noisy.accessor<bool, 2>();
+  SparseAttention out;
+  out.batch = B;
+  out.length = L;
+  std::vector<torch::Tensor> q_all;
+  for (int64_t b = 0; b < B; ++b) {
+    // Valid tokens by block (stable: token order within a block).
+    std::vector<int64_t> tok;
+    for (int64_t t = 0; t < L; ++t)
+      if (sa[b][t] >= 0) tok.push_back(t);
+    std::stable_sort(tok.begin(), tok.end(), [&](int64_t x, int64_t y) { return ba[b][x] < ba[b][y]; });
+    std::vector<int64_t> clean_sorted;  // clean tokens by block: a chunk's keys are a prefix of it
+    for (auto t : tok)
+      if (!na[b][t]) clean_sorted.push_back(t);
+    size_t i = 0, clean_end = 0;
+    while (i < tok.size()) {
+      // Blocks [lo, hi]: whole blocks until the chunk holds chunk_tokens clean tokens.
+      const int64_t lo = ba[b][tok[i]];
+      size_t j = i;
+      int64_t clean = 0, hi = lo;
+      while (j < tok.size() && (clean < chunk_tokens || ba[b][tok[j]] == hi)) {
+        hi = ba[b][tok[j]];
+        clean += na[b][tok[j]] ? 0 : 1;
+        ++j;
+      }
+      std::vector<int64_t> q(tok.begin() + static_cast<long>(i), tok.begin() + static_cast<long>(j)), k;
+      while (clean_end < clean_sorted.size() && ba[b][clean_sorted[clean_end]] <= hi) ++clean_end;
+      k.assign(clean_sorted.begin(), clean_sorted.begin() + static_cast<long>(clean_end));
+      for (auto t : q)
+        if (na[b][t]) k.push_back(t);
+      auto qi = torch::tensor(q, i64), ki = torch::tensor(k, i64);
+      auto side = [&](const torch::Tensor& idx) {
+        TokenLayout s{seg[b].index_select(0, idx).unsqueeze(0), blk[b].index_select(0, idx).unsqueeze(0),
+                      noisy[b].index_select(0, idx).unsqueeze(0),
+                      cpy.defined() ? cpy[b].index_select(0, idx).unsqueeze(0) : torch::Tensor()};
+        return s;
+      };
+      auto mask = block_diffusion_mask(side(qi), side(ki), /*self_attend=*/false);
+      out.pairs += qi.size(0) * ki.size(0);
+      out.allowed += mask.sum().item<int64_t>();
+      SparseAttention::Chunk c;
+      c.q_index = (qi + b * L).to(device);
+      c.k_index = (ki + b * L).to(device);
+      c.mask = mask.to(device);
+      q_all.push_back(c.q_index);
+      out.chunks.push_back(std::move(c));
+      i = j;
+    }
+  }
+  out.q_index = q_all.empty() ? torch::zeros({0}, i64.device(device)) : torch::cat(q_all, 0);
+  return out;
 }
 
 torch::Tensor sft_mask(const torch::Tensor& segment_BN, const torch::Tensor& positions_BN, int64_t block_size) {

@@ -8,7 +8,11 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/torch.h>
 
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
+
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <vector>
 
@@ -59,6 +63,46 @@ const torch::Tensor& packed_rows(torch::Tensor& packed, std::initializer_list<to
   return packed;
 }
 
+// The attention pattern of an unfused forward: a prepared dense mask (compat::prepare_attention_mask)
+// or a block-sparse plan with its chunks' prepared masks.
+struct AttnPattern {
+  torch::Tensor dense;
+  const SparseAttention* sparse = nullptr;
+  std::vector<torch::Tensor> chunk_masks;
+};
+
+// Activation checkpointing of one layer: forward without saving activations (only the input),
+// backward runs the layer's forward again with grad on and back-propagates through it, which
+// also accumulates the parameters' gradients (the reentrant form of torch.utils.checkpoint).
+struct LayerClosure : torch::CustomClassHolder {
+  std::function<torch::Tensor(const torch::Tensor&)> f;
+};
+
+class CheckpointLayer : public torch::autograd::Function<CheckpointLayer> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               c10::intrusive_ptr<LayerClosure> fn) {
+    ctx->save_for_backward({x});
+    auto* f = fn.get();
+    ctx->saved_data["fn"] = c10::IValue::make_capsule(std::move(fn));
+    torch::NoGradGuard no_grad;
+    return f->f(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto holder = ctx->saved_data["fn"].toCapsule();
+    auto* f = static_cast<LayerClosure*>(holder.get());
+    torch::Tensor y;
+    {
+      torch::AutoGradMode grad_on(true);
+      y = f->f(x);
+    }
+    torch::autograd::backward({y}, {grads[0]});
+    return {x.grad(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
@@ -82,7 +126,7 @@ class AttentionImpl : public torch::nn::Module {
   // x_BLH -> [B, L, H]; cos / signed sin ([-sin, sin] halves) _BLD in the model dtype; mask from
   // compat::prepare_attention_mask.
   torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_BLD, const torch::Tensor& sin_BLD,
-                        const torch::Tensor& mask, const ForwardArgs& a, int64_t layer) {
+                        const AttnPattern& pattern, const ForwardArgs& a, int64_t layer) {
     const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
     auto cos_B1LD = cos_BLD.unsqueeze(1), sin_B1LD = sin_BLD.unsqueeze(1);
     auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d})).transpose(1, 2);
@@ -96,7 +140,8 @@ class AttentionImpl : public torch::nn::Module {
       k_BHKD = a.cache->k(layer).narrow(2, 0, a.kv_span);
       v_BHKD = a.cache->v(layer).narrow(2, 0, a.kv_span);
     }
-    return attend(q_BHLD, k_BHKD, v_BHKD, mask);
+    if (pattern.sparse) return attend_sparse(q_BHLD, k_BHKD, v_BHKD, pattern);
+    return attend(q_BHLD, k_BHKD, v_BHKD, pattern.dense);
   }
 
   // The inference path (ForwardArgs::fused): one GEMM for q|k|v, then one fused operator for the
@@ -137,8 +182,39 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend(const torch::Tensor& q_BHLD, const torch::Tensor& k_BHKD, const torch::Tensor& v_BHKD,
                        const torch::Tensor& mask) {
     const int64_t B = q_BHLD.size(0), L = q_BHLD.size(2);
+    RECORD_USER_SCOPE("dice::attention");
     auto o_BHLD = compat::sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, mask, 1.0 / std::sqrt(static_cast<double>(d)));
     return torch::linear(o_BHLD.transpose(1, 2).reshape({B, L, hq * d}), o_proj->weight);
+  }
+
+  // Chunk by chunk over the plan: each chunk's queries, keys and values gathered from the flat
+  // [heads, B * L, D] views, one SDPA call per chunk, the outputs put back at the queries' places
+  // (padding queries, in no chunk, get 0).
+  torch::Tensor attend_sparse(const torch::Tensor& q_BHLD, const torch::Tensor& k_BHLD, const torch::Tensor& v_BHLD,
+                              const AttnPattern& pattern) {
+    RECORD_USER_SCOPE("dice::attention");
+    const int64_t B = q_BHLD.size(0), L = q_BHLD.size(2);
+    const auto& sp = *pattern.sparse;
+    DICE_REQUIRE(sp.batch == B && sp.length == L && k_BHLD.size(2) == L, "The sparse attention plan is for ", sp.batch,
+                 " rows of ", sp.length, " tokens but the batch has ", B, " rows of ", L, " (and ", k_BHLD.size(2),
+                 " keys); a plan needs no KV cache.");
+    auto q_HND = q_BHLD.transpose(0, 1).reshape({hq, B * L, d});
+    auto k_HND = k_BHLD.transpose(0, 1).reshape({hkv, B * L, d});
+    auto v_HND = v_BHLD.transpose(0, 1).reshape({hkv, B * L, d});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    std::vector<torch::Tensor> outs;
+    outs.reserve(sp.chunks.size());
+    for (size_t i = 0; i < sp.chunks.size(); ++i) {
+      const auto& c = sp.chunks[i];
+      auto q = q_HND.index_select(1, c.q_index).unsqueeze(0);
+      auto k = k_HND.index_select(1, c.k_index).unsqueeze(0);
+      auto v = v_HND.index_select(1, c.k_index).unsqueeze(0);
+      outs.push_back(compat::sdpa_gqa(q, k, v, pattern.chunk_masks[i], scale).squeeze(0));
+    }
+    auto o_HND = torch::zeros({hq, B * L, d}, q_BHLD.options());
+    if (!outs.empty()) o_HND = o_HND.index_copy(1, sp.q_index, torch::cat(outs, 1));
+    auto o_BLN = o_HND.view({hq, B, L, d}).permute({1, 2, 0, 3}).reshape({B, L, hq * d});
+    return torch::linear(o_BLN, o_proj->weight);
   }
 
   torch::Tensor qkv_;  // q|k|v_proj rows (packed_rows): made at construction, remade if a parameter moved
@@ -176,9 +252,9 @@ class DecoderLayerImpl : public torch::nn::Module {
     input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
     post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_norm_eps));
   }
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask,
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const AttnPattern& pattern,
                         const ForwardArgs& a, int64_t layer) {
-    x = x + self_attn->forward(input_layernorm(x), cos, sin, mask, a, layer);
+    x = x + self_attn->forward(input_layernorm(x), cos, sin, pattern, a, layer);
     return x + mlp->forward(post_attention_layernorm(x));
   }
   // The fused path: h is this layer's normed input, x the residual stream (updated in place);
@@ -290,6 +366,11 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
                  "kv_lengths needs a KV cache, no mask, and one length per row [", B, "]; got ", a.kv_lengths.sizes(),
                  a.cache ? "" : " without a cache", a.mask.defined() ? " with a mask" : "", ".");
   }
+  if (a.sparse || a.checkpoint) {
+    DICE_REQUIRE(!a.cache && !a.fused && !a.mask.defined() && !a.kv_lengths.defined(),
+                 "A sparse attention plan and activation checkpointing are for training forwards: no KV cache, no "
+                 "dense mask, not fused.");
+  }
   if (a.mask.defined()) {
     DICE_REQUIRE(a.mask.dim() == 4 && (a.mask.size(0) == B || a.mask.size(0) == 1) && a.mask.size(1) == 1 &&
                      a.mask.size(2) == L && a.mask.size(3) == K,
@@ -327,8 +408,27 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
     }
     return h_BLH;
   }
+  AttnPattern pattern;
+  pattern.dense = mask;
+  if (a.sparse) {
+    pattern.sparse = a.sparse;
+    for (const auto& c : a.sparse->chunks)
+      pattern.chunk_masks.push_back(
+          compat::prepare_attention_mask(c.mask.to(device_), cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_));
+  }
+  const bool checkpoint = a.checkpoint && torch::GradMode::is_enabled();
   for (int64_t i = 0; i < n; ++i) {
-    x_BLH = layers_[i]->as<DecoderLayerImpl>()->forward(x_BLH, cos_BLD, sin_BLD, mask, a, i);
+    auto* layer = layers_[i]->as<DecoderLayerImpl>();
+    if (checkpoint) {
+      auto fn = c10::make_intrusive<LayerClosure>();
+      ForwardArgs la = a;  // tensors by handle, the plan by pointer: alive until backward
+      fn->f = [layer, cos_BLD, sin_BLD, pattern, la, i](const torch::Tensor& x) {
+        return layer->forward(x, cos_BLD, sin_BLD, pattern, la, i);
+      };
+      x_BLH = CheckpointLayer::apply(x_BLH, fn);
+    } else {
+      x_BLH = layer->forward(x_BLH, cos_BLD, sin_BLD, pattern, a, i);
+    }
   }
   return norm_(x_BLH);
 }

@@ -1,6 +1,8 @@
 // TraceRL rows from step maps on the sampler's absolute block grid (see trace.h).
 #include "dice/rl/trace.h"
 
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -136,14 +138,81 @@ std::vector<TraceRow> trace_rows(const Trajectory& t, const TraceOptions& o, int
   return rows;
 }
 
-torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& b) {
+namespace {
+class ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h_NH,
+                               const torch::Tensor& w_VH, const torch::Tensor& token_N, int64_t chunk) {
+    const int64_t N = h_NH.size(0);
+    auto lp_N = torch::empty({N}, h_NH.options().dtype(torch::kFloat32));
+    auto lse_N = torch::empty({N}, h_NH.options().dtype(torch::kFloat32));
+    for (int64_t s = 0; s < N; s += chunk) {
+      const int64_t n = std::min(chunk, N - s);
+      auto logits = torch::linear(h_NH.narrow(0, s, n), w_VH).to(torch::kFloat32);
+      auto lse = torch::logsumexp(logits, -1);
+      lse_N.narrow(0, s, n).copy_(lse);
+      lp_N.narrow(0, s, n).copy_(logits.gather(1, token_N.narrow(0, s, n).unsqueeze(1)).squeeze(1) - lse);
+    }
+    ctx->save_for_backward({h_NH, w_VH, token_N, lse_N});
+    ctx->saved_data["chunk"] = chunk;
+    return lp_N;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &h_NH = saved[0], &w_VH = saved[1], &token_N = saved[2], &lse_N = saved[3];
+    const int64_t chunk = ctx->saved_data["chunk"].toInt(), N = h_NH.size(0);
+    auto g_N = grads[0].to(torch::kFloat32);
+    auto dh = torch::empty_like(h_NH);
+    torch::Tensor dw;
+    for (int64_t s = 0; s < N; s += chunk) {
+      const int64_t n = std::min(chunk, N - s);
+      auto h = h_NH.narrow(0, s, n);
+      auto logits = torch::linear(h, w_VH).to(torch::kFloat32);
+      // d lp / d logits = onehot(token) - softmax, times the incoming gradient
+      auto g = g_N.narrow(0, s, n).unsqueeze(1);
+      auto dlogits = (logits - lse_N.narrow(0, s, n).unsqueeze(1)).exp_().mul_(g).neg_();
+      dlogits.scatter_add_(1, token_N.narrow(0, s, n).unsqueeze(1), g);
+      auto d = dlogits.to(w_VH.scalar_type());
+      dh.narrow(0, s, n).copy_(torch::matmul(d, w_VH));
+      auto dw_c = torch::matmul(d.t(), h);
+      if (!dw.defined()) dw = n == N ? dw_c : dw_c.to(torch::kFloat32);
+      else dw.add_(dw_c);
+    }
+    if (!dw.defined()) dw = torch::zeros_like(w_VH);
+    return {dh, dw.to(w_VH.scalar_type()), torch::Tensor(), torch::Tensor()};
+  }
+};
+}  // namespace
+
+torch::Tensor chunked_token_logprobs(const torch::Tensor& h_NH, const torch::Tensor& w_VH, const torch::Tensor& token_N,
+                                     int64_t chunk) {
+  DICE_REQUIRE(chunk > 0, "The log-prob chunk must hold at least one target, got ", chunk, ".");
+  return ChunkedLogprob::apply(h_NH, w_VH, token_N, chunk);
+}
+
+torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& b, const ScoreOptions& opts) {
   model::ForwardArgs fa;
   fa.ids = b.ids_BT;
   fa.positions = b.positions_BT;
-  fa.mask = b.mask_B1TT;
-  fa.logits_at = b.target_flat_N;
-  auto logits_NV = model->forward(fa).to(torch::kFloat32);
-  return torch::log_softmax(logits_NV, -1).gather(1, b.target_token_N.unsqueeze(1)).squeeze(1);
+  if (!opts.fast) {
+    DICE_REQUIRE(b.mask_B1TT.defined(), "The plain scoring path needs a batch collated with its dense mask.");
+    fa.mask = b.mask_B1TT;
+    fa.logits_at = b.target_flat_N;
+    torch::Tensor logits_NV;
+    {
+      RECORD_USER_SCOPE("dice::logits");
+      logits_NV = model->forward(fa).to(torch::kFloat32);
+    }
+    return torch::log_softmax(logits_NV, -1).gather(1, b.target_token_N.unsqueeze(1)).squeeze(1);
+  }
+  DICE_REQUIRE(b.sparse, "The fast scoring path needs a batch collated with its sparse attention plan.");
+  fa.sparse = b.sparse.get();
+  fa.checkpoint = opts.checkpoint;
+  auto h_BTH = model->hidden(fa);
+  RECORD_USER_SCOPE("dice::logits");
+  auto h_NH = h_BTH.reshape({-1, h_BTH.size(-1)}).index_select(0, b.target_flat_N);
+  return chunked_token_logprobs(h_NH, model->lm_head_weight(), b.target_token_N, opts.logit_chunk);
 }
 
 int64_t padded_tokens(const std::vector<const TraceRow*>& rows) {
@@ -152,7 +221,7 @@ int64_t padded_tokens(const std::vector<const TraceRow*>& rows) {
   return T * static_cast<int64_t>(rows.size());
 }
 
-TraceBatch collate(const std::vector<TraceRow>& rows, torch::Device device) {
+TraceBatch collate(const std::vector<TraceRow>& rows, torch::Device device, const ScoreOptions& opts) {
   DICE_REQUIRE(!rows.empty(), "collate needs at least one row.");
   const int64_t B = static_cast<int64_t>(rows.size());
   int64_t T = 0;
@@ -181,7 +250,8 @@ TraceBatch collate(const std::vector<TraceRow>& rows, torch::Device device) {
   }
   model::TokenLayout lay{seg, blk, noisy, cpy};
   TraceBatch out;
-  out.mask_B1TT = model::block_diffusion_mask(lay, lay, true).to(device);
+  if (opts.fast) out.sparse = std::make_shared<model::SparseAttention>(model::block_diffusion_plan(lay, opts.attn_chunk, device));
+  else out.mask_B1TT = model::block_diffusion_mask(lay, lay, true).to(device);
   out.ids_BT = ids.to(device);
   out.positions_BT = pos.to(device);
   out.target_flat_N = torch::tensor(flat, i64).to(device);

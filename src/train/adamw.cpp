@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "dice/util/error.h"
@@ -86,6 +87,16 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
     for (const auto& p : params)
       if (p.grad().defined()) p.grad().mul_(scale);
   }
+  return norm;
+}
+
+double clip_grad_norm_flat(torch::Tensor& flat, double max_norm, int64_t piece) {
+  torch::NoGradGuard ng;
+  auto sq = torch::zeros({}, flat.options().dtype(torch::kFloat64));
+  const int64_t n = flat.numel();
+  for (int64_t s = 0; s < n; s += piece) sq += flat.narrow(0, s, std::min(piece, n - s)).to(torch::kFloat64).pow(2).sum();
+  const double norm = std::sqrt(sq.item<double>());
+  if (max_norm > 0 && norm > max_norm) flat.mul_(max_norm / (norm + 1e-6));
   return norm;
 }
 

@@ -1,6 +1,7 @@
 // LearnerLoop: rows -> old log-probs -> updates (see learner_loop.h).
 #include "dice/train/learner_loop.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -27,27 +28,73 @@ struct LearnerLoop::MicroBatch {
 
 namespace {
 rl::TraceBatch collate_rows(const std::vector<std::pair<size_t, size_t>>& which,
-                            const std::vector<std::vector<rl::TraceRow>>& rows_of_item, torch::Device device) {
+                            const std::vector<std::vector<rl::TraceRow>>& rows_of_item, torch::Device device,
+                            const rl::ScoreOptions& so) {
   std::vector<rl::TraceRow> rows;
   for (auto [i, j] : which) rows.push_back(rows_of_item[i][j]);
-  return rl::collate(rows, device);
+  return rl::collate(rows, device, so);
+}
+
+// Makes every parameter's gradient a view of `flat` (numel = their sum, zeroed by the caller).
+void attach_grads(const std::vector<torch::Tensor>& params, torch::Tensor& flat) {
+  int64_t off = 0;
+  for (const auto& p : params) {
+    auto& g = const_cast<torch::Tensor&>(p).mutable_grad();
+    const int64_t n = p.numel();
+    if (!g.defined() || g.data_ptr() != flat.narrow(0, off, n).data_ptr()) g = flat.narrow(0, off, n).view_as(p);
+    off += n;
+  }
+}
+
+torch::Dtype compute_dtype_of(const std::string& name, const model::Transformer& m) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "bfloat16") return torch::kBFloat16;
+  return m->device().is_cuda() ? torch::kBFloat16 : m->dtype();
 }
 }  // namespace
 
 LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
-                         std::optional<model::Transformer> reference)
-    : cfg_(cfg), model_(std::move(master)), comm_(learners), reference_(std::move(reference)) {
+                         std::optional<model::Transformer> reference, Options opts)
+    : cfg_(cfg), model_(std::move(master)), comm_(learners), reference_(std::move(reference)), opts_(opts) {
+  score_.fast = cfg.trace.fast;
+  score_.attn_chunk = cfg.trace.attn_chunk;
+  score_.logit_chunk = cfg.trace.logit_chunk;
+  score_.checkpoint = cfg.optim.checkpoint_layers;
   AdamW::Named named;
-  for (auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
-  AdamWOptions o{cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay};
-  adam_ = std::make_unique<AdamW>(std::move(named), o, cfg.optim.zero1 ? comm_.rank() : 0,
-                                  cfg.optim.zero1 ? comm_.size() : 1);
+  int64_t total = 0;
+  for (auto& p : model_->named_parameters()) {
+    named.emplace_back(p.key(), p.value());
+    master_params_.push_back(p.value());
+    total += p.value().numel();
+  }
+  const auto dev = model_->device();
+  grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+  attach_grads(master_params_, grad_flat_);
+  const auto cdt = compute_dtype_of(cfg.optim.compute_dtype, model_);
+  if (cdt != model_->dtype()) {
+    compute_.emplace(model_->config(), cdt, dev);
+    for (auto& p : (*compute_)->named_parameters()) compute_params_.push_back(p.value());
+    compute_grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(cdt).device(dev));
+    attach_grads(compute_params_, compute_grad_flat_);
+    refresh_compute();
+  }
+  if (opts_.optimizer) {
+    AdamWOptions o{cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay};
+    adam_ = std::make_unique<AdamW>(std::move(named), o, cfg.optim.zero1 ? comm_.rank() : 0,
+                                    cfg.optim.zero1 ? comm_.size() : 1);
+  }
 }
 
-std::vector<torch::Tensor> LearnerLoop::params() const {
-  std::vector<torch::Tensor> out;
-  for (const auto& [name, p] : adam_->params()) out.push_back(p);
-  return out;
+std::vector<torch::Tensor> LearnerLoop::params() const { return master_params_; }
+
+void LearnerLoop::refresh_compute() {
+  if (!compute_) return;
+  torch::NoGradGuard ng;
+  for (size_t i = 0; i < master_params_.size(); ++i) compute_params_[i].copy_(master_params_[i]);
+}
+
+void LearnerLoop::sync_device() const {
+  if (opts_.sync_timing && model_->device().is_cuda()) torch::cuda::synchronize();
 }
 
 std::vector<LearnerLoop::MicroBatch> LearnerLoop::micro_batches(const std::vector<Item>& items, int64_t u) const {
@@ -100,21 +147,23 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
     for (auto& row : items[i].rows) row.trajectory = static_cast<int64_t>(i);
 
   // ---- step-wide sizes, over all learners: K kept samples, L1 the longest response ----
-  auto sizes = torch::zeros({2}, torch::kInt64);
+  // (host values, one tensor each for the all-reduce: no per-item tensor access)
+  std::vector<int64_t> local_sizes = {0, 0};
   for (const auto& it : items) {
-    sizes[0] = std::max(sizes[0].item<int64_t>(), it.r->kept + 1);
-    sizes[1] = std::max(sizes[1].item<int64_t>(), static_cast<int64_t>(it.r->traj.response_ids.size()));
+    local_sizes[0] = std::max(local_sizes[0], it.r->kept + 1);
+    local_sizes[1] = std::max(local_sizes[1], static_cast<int64_t>(it.r->traj.response_ids.size()));
   }
-  auto sizes_d = sizes.to(comm_.device());
+  auto sizes_d = torch::tensor(local_sizes, torch::kInt64).to(comm_.device());
   comm_.all_reduce(sizes_d, dist::ReduceOp::kMax);
-  sizes = sizes_d.cpu();
-  const int64_t K = sizes[0].item<int64_t>(), L1 = std::max<int64_t>(1, sizes[1].item<int64_t>());
+  auto sizes = sizes_d.cpu();
+  const int64_t K = sizes.data_ptr<int64_t>()[0], L1 = std::max<int64_t>(1, sizes.data_ptr<int64_t>()[1]);
   const int64_t rpu = cfg_.optim.responses_per_update, U = (K + rpu - 1) / rpu;
-  auto targets = torch::zeros({std::max<int64_t>(U, 1)}, torch::kFloat64);
-  for (const auto& it : items) targets[it.r->kept / rpu] += static_cast<double>(it.targets);
-  auto targets_d = targets.to(comm_.device());
+  std::vector<double> local_targets(static_cast<size_t>(std::max<int64_t>(U, 1)), 0.0);
+  for (const auto& it : items) local_targets[static_cast<size_t>(it.r->kept / rpu)] += static_cast<double>(it.targets);
+  auto targets_d = torch::tensor(local_targets, torch::kFloat64).to(comm_.device());
   comm_.all_reduce(targets_d);
-  targets = targets_d.cpu();
+  auto targets = targets_d.cpu().contiguous();
+  const double* targets_of = targets.data_ptr<double>();
   std::vector<std::vector<MicroBatch>> mbs;
   for (int64_t u = 0; u < U; ++u) mbs.push_back(micro_batches(items, u));
   std::vector<std::vector<rl::TraceRow>> rows_of_item;
@@ -122,15 +171,17 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   m["time_rows_s"] = t_rows.elapsed_s();
 
   // ---- old log-probs (and the frozen reference's), before any update ----
+  refresh_compute();  // the master may have been changed in place (checkpoint load, weight broadcast)
+  sync_device();
   Timer t_old;
   double gap_sum = 0, gap_max = 0, gap_n = 0;
   {
     torch::NoGradGuard ng;
     for (auto& per_update : mbs)
       for (auto& mb : per_update) {
-        const auto batch = collate_rows(mb.rows, rows_of_item, dev);
-        mb.old_lp = rl::token_logprobs(model_, batch).detach();
-        if (reference_) mb.ref_lp = rl::token_logprobs(*reference_, batch).detach();
+        const auto batch = collate_rows(mb.rows, rows_of_item, dev, score_);
+        mb.old_lp = rl::token_logprobs(compute_model(), batch, score_).detach().to(torch::kFloat32);
+        if (reference_) mb.ref_lp = rl::token_logprobs(*reference_, batch, score_).detach();
         // How far the learner's scores are from the sampler's (0 up to rounding when both run in
         // fp32: the invariant the trace tests check; bf16 sampling shows its rounding here).
         auto old_cpu = mb.old_lp.cpu();
@@ -147,18 +198,22 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
         }
       }
   }
+  sync_device();
   m["time_old_logp_s"] = t_old.elapsed_s();
 
   // ---- the updates ----
+  time_optimizer_ = time_allreduce_ = time_backward_ = 0;
   Timer t_update;
   // acc: loss, policy, kl (weighted), kl per token sum, clipped, tokens, row tokens, grad norm sum
   std::vector<double> acc(8, 0.0);
   for (int64_t u = 0; u < U; ++u) {
     const int64_t responses = std::min(rpu, K - u * rpu);
-    run_update(mbs[static_cast<size_t>(u)], rows_of_item, items, L1, responses, targets[u].item<double>(), acc);
+    run_update(mbs[static_cast<size_t>(u)], rows_of_item, items, L1, responses, targets_of[u], acc);
   }
   if (dev.is_cuda()) torch::cuda::synchronize();
   m["time_update_s"] = t_update.elapsed_s();
+  m["time_allreduce_s"] = time_allreduce_;
+  m["time_optimizer_s"] = time_optimizer_;
 
   auto acc_t = torch::tensor(std::vector<double>(acc.begin(), acc.begin() + 7), torch::kFloat64).to(comm_.device());
   comm_.all_reduce(acc_t);
@@ -187,11 +242,16 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
 void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
                              const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
                              std::vector<double>& acc) {
-  auto ps = params();
-  for (auto& p : ps) p.mutable_grad() = torch::Tensor();
+  auto& cm = compute_model();
+  grad_flat_.zero_();
+  attach_grads(master_params_, grad_flat_);  // (in case someone reset a gradient)
+  if (compute_) {
+    compute_grad_flat_.zero_();
+    attach_grads(compute_params_, compute_grad_flat_);
+  }
   const auto& norm = cfg_.loss.norm;
   for (auto& mb : mbs) {
-    const auto batch = collate_rows(mb.rows, rows_of_item, model_->device());
+    const auto batch = collate_rows(mb.rows, rows_of_item, model_->device(), score_);
     auto tr = batch.target_traj_N.accessor<int64_t, 1>();
     const int64_t N = batch.target_traj_N.size(0);
     std::vector<double> adv(static_cast<size_t>(N)), w(static_cast<size_t>(N));
@@ -203,10 +263,15 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
                                     : 1.0 / (static_cast<double>(it.targets) * responses);
     }
     auto dev = model_->device();
-    auto lp = rl::token_logprobs(model_, batch);
+    auto lp = rl::token_logprobs(cm, batch, score_);
     auto out = rl::tracerl_loss(lp, mb.old_lp, mb.ref_lp, torch::tensor(adv, torch::kFloat64).to(dev),
                                 torch::tensor(w, torch::kFloat64).to(dev), cfg_.loss);
     out.loss.backward();
+    if (compute_) {  // this micro-batch's gradients into the fp32 buffer
+      torch::NoGradGuard ng;
+      grad_flat_.add_(compute_grad_flat_);
+      compute_grad_flat_.zero_();
+    }
     acc[0] += out.loss.item<double>();
     acc[1] += out.policy_sum;
     acc[2] += out.kl_sum;
@@ -215,10 +280,26 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
     acc[5] += static_cast<double>(out.tokens);
     acc[6] += static_cast<double>(batch.rows * batch.row_tokens);
   }
-  dist::all_reduce_gradients(comm_, ps, 1.0, cfg_.dist.bucket_mb << 20);
-  acc[7] += clip_grad_norm(ps, cfg_.optim.grad_clip);
-  adam_->step(cfg_.optim.lr);
-  if (cfg_.optim.zero1) sync_zero1();
+  sync_device();
+  Timer t_ar;
+  if (comm_.size() > 1) {
+    RECORD_USER_SCOPE("dice::allreduce");
+    comm_.all_reduce(grad_flat_);  // every gradient at once (one buffer)
+  }
+  sync_device();
+  time_allreduce_ += t_ar.elapsed_s();
+  Timer t_opt;
+  {
+    RECORD_USER_SCOPE("dice::optimizer");
+    acc[7] += clip_grad_norm_flat(grad_flat_, cfg_.optim.grad_clip);
+    if (adam_) {
+      adam_->step(cfg_.optim.lr);
+      if (cfg_.optim.zero1) sync_zero1();
+      refresh_compute();
+    }
+  }
+  sync_device();
+  time_optimizer_ += t_opt.elapsed_s();
 }
 
 void LearnerLoop::sync_zero1() {

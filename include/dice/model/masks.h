@@ -15,6 +15,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace dice::model {
 
@@ -32,6 +33,26 @@ struct TokenLayout {
 // The rule above; when `self_attend` the diagonal (q index == k index, needs Lq == Lk) is forced
 // on. Returns bool [B, 1, Lq, Lk].
 torch::Tensor block_diffusion_mask(const TokenLayout& q, const TokenLayout& k, bool self_attend = true);
+
+// The rule above without an N x N mask: block_diffusion_mask(lay, lay, true) in block-sparse
+// form, for attention over long rows (TraceRL packed rows). The valid tokens of each row are split
+// into chunks of consecutive blocks (about chunk_tokens clean tokens each); a chunk's queries are
+// all its tokens (clean and noisy), its keys the clean tokens of its own and all earlier blocks
+// plus its own noisy tokens, and its mask is the rule over just those queries and keys. Every key
+// a query may attend is among its chunk's keys, so attention chunk by chunk equals the dense one.
+// Padding queries (segment < 0) are in no chunk: their output is left 0 (nothing attends them).
+struct SparseAttention {
+  struct Chunk {
+    torch::Tensor q_index, k_index;  // int64 [Q], [K] on the device: flat indices b * L + t
+    torch::Tensor mask;              // bool [1, 1, Q, K] on the device
+  };
+  std::vector<Chunk> chunks;
+  torch::Tensor q_index;   // int64 [sum Q] on the device: the chunks' q_index concatenated
+  int64_t batch = 0, length = 0;
+  int64_t pairs = 0;       // sum of Q * K over chunks (the attention's work)
+  int64_t allowed = 0;     // query-key pairs the rule allows (the useful part of that work)
+};
+SparseAttention block_diffusion_plan(const TokenLayout& lay, int64_t chunk_tokens, torch::Device device);
 
 // (a) SFT doubled sequence [noisy copy (n) | clean copy (n)] of packed examples.
 //   segment_BN: int64 [B, n] example index per token of the (single) packed sequence, < 0 = padding.

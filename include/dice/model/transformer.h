@@ -16,6 +16,7 @@
 
 #include "dice/model/config.h"
 #include "dice/model/kv_cache.h"
+#include "dice/model/masks.h"
 #include "dice/model/safetensors.h"
 
 namespace dice::model {
@@ -30,6 +31,12 @@ struct ForwardArgs {
   torch::Tensor kv_lengths; // optional int64 [B], with a cache and instead of a mask: row b attends
                             // slots [0, kv_lengths[b]) (block decode; fused: one attention kernel)
   torch::Tensor logits_at;  // optional int64 [N]: flat indices into B*L; lm_head runs only there
+  // Training rows without an N x N mask (instead of `mask`, no cache): attention chunk by chunk
+  // over the block-sparse plan (masks.h), which the caller keeps alive until backward is done.
+  const SparseAttention* sparse = nullptr;
+  // Activation checkpointing (when grad mode is on, no cache): each layer keeps only its input
+  // and runs its forward again during backward.
+  bool checkpoint = false;
   // Inference only (needs torch::NoGradGuard): q|k|v and gate|up each as one GEMM over packed
   // weights, and the small operators as fused kernels (fused_ops.h): the residual add with the
   // next RMSNorm, q/k norm + RoPE + K/V write, SiLU * up, and block-decode attention over the
@@ -69,6 +76,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor hidden(const ForwardArgs& args);
   // lm_head over hidden states [..., hidden] -> [..., vocab] (model dtype).
   torch::Tensor logits_from_hidden(const torch::Tensor& h);
+  const torch::Tensor& lm_head_weight() const { return lm_head_weight_; }
   // Logits [B, L, vocab], or [N, vocab] at args.logits_at (model dtype).
   torch::Tensor forward(const ForwardArgs& args);
 

@@ -23,6 +23,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,20 +61,46 @@ struct TraceRow {
 // step map does not fit the tokens.
 std::vector<TraceRow> trace_rows(const Trajectory& t, const TraceOptions& opts, int64_t trajectory = 0);
 
+// How the learner scores rows. The plain path (fast = false) is the definition: one dense
+// [B, 1, T, T] mask, lm_head at the targets and log_softmax over the whole [N, vocab] fp32 logits.
+// The fast path computes the same numbers without those N x N / N x vocab tensors: attention by
+// a block-sparse plan (model::block_diffusion_plan, chunks of `attn_chunk` clean tokens) and
+// log-probs from the final hidden states `logit_chunk` targets at a time (logits recomputed in
+// backward, never all held at once); optionally each layer is checkpointed.
+struct ScoreOptions {
+  bool fast = true;
+  int64_t attn_chunk = 256;
+  int64_t logit_chunk = 2048;
+  bool checkpoint = false;
+};
+
 // Rows padded to one length, ready for model::Transformer::forward with logits_at = target_flat.
+// The dense mask is built for the plain path, the sparse plan for the fast one.
+inline ScoreOptions plain_scoring() {
+  ScoreOptions o;
+  o.fast = false;
+  return o;
+}
+
 struct TraceBatch {
   torch::Tensor ids_BT, positions_BT, mask_B1TT;
+  std::shared_ptr<model::SparseAttention> sparse;
   torch::Tensor target_flat_N;   // int64: row * T + position
   torch::Tensor target_token_N;  // int64
   torch::Tensor target_traj_N;   // int64: trajectory index
   torch::Tensor target_resp_N;   // int64: index within the response
   int64_t rows = 0, row_tokens = 0;
 };
-TraceBatch collate(const std::vector<TraceRow>& rows, torch::Device device);
+TraceBatch collate(const std::vector<TraceRow>& rows, torch::Device device, const ScoreOptions& opts = plain_scoring());
 
 // log pi(target token | its noisy copy) at every target of the batch: float32 [N] (with autograd
 // unless under NoGradGuard). lm_head runs only at the targets.
-torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& batch);
+torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& batch, const ScoreOptions& opts = plain_scoring());
+
+// log_softmax(h_NH @ w_VH^T)[n, token_N[n]] in fp32 (the logits rounded to w's dtype first, as
+// lm_head's output), `chunk` rows at a time; backward recomputes each chunk's logits.
+torch::Tensor chunked_token_logprobs(const torch::Tensor& h_NH, const torch::Tensor& w_VH, const torch::Tensor& token_N,
+                                     int64_t chunk);
 
 // Number of tokens a batch of these rows takes (rows x padded length).
 int64_t padded_tokens(const std::vector<const TraceRow*>& rows);

@@ -48,5 +48,8 @@ class AdamW {
 // Global L2 norm of the gradients; when max_norm > 0 and the norm exceeds it, scales them to it.
 // Returns the norm before clipping.
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+// The same over one flat gradient buffer (all parameters' gradients as views of it), summed on
+// the device in fp64 pieces of `piece` elements: one host sync instead of one per parameter.
+double clip_grad_norm_flat(torch::Tensor& flat, double max_norm, int64_t piece = 1 << 26);
 
 }  // namespace dice::train

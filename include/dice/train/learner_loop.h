@@ -7,6 +7,11 @@
 // none of its samples): the loss normalisers are summed over learners first, gradients are summed
 // over learners, so the update does not depend on how samples were spread over learners (up to the
 // order of floating-point sums).
+//
+// Precision: the master weights, their gradients (one contiguous fp32 buffer, all-reduced in one
+// call) and AdamW are fp32; forward and backward run in optim.compute_dtype (auto: bf16 on CUDA)
+// on a copy of the weights refreshed after every update, whose gradients are added into the fp32
+// buffer after each micro-batch. Scoring follows trace.fast (rl::ScoreOptions).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -20,16 +25,26 @@
 
 namespace dice::train {
 
+// Bench knobs of a LearnerLoop (the trainer uses the defaults).
+struct LearnerOptions {
+  bool sync_timing = false;  // synchronise the device around timed phases (exact per-phase times)
+  bool optimizer = true;     // false: no AdamW state and no update (forward/backward memory only)
+};
+
 class LearnerLoop {
  public:
+  using Options = LearnerOptions;
   // `reference`: a frozen copy of the starting policy, needed when loss.kl_reference is "initial".
   LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
-              std::optional<model::Transformer> reference = std::nullopt);
+              std::optional<model::Transformer> reference = std::nullopt, Options opts = {});
   nlohmann::json step(const std::vector<Rollout>& mine);
 
   model::Transformer& model() { return model_; }
   AdamW& optimizer() { return *adam_; }
   std::vector<torch::Tensor> params() const;
+  // The model forward/backward run on: the master itself when compute_dtype is its dtype.
+  model::Transformer& compute_model() { return compute_ ? *compute_ : model_; }
+  const rl::ScoreOptions& scoring() const { return score_; }
 
  private:
   struct Item;
@@ -39,12 +54,22 @@ class LearnerLoop {
                   const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
                   std::vector<double>& acc);
   void sync_zero1();
+  void refresh_compute();
+  void sync_device() const;
 
   const RlRunConfig& cfg_;
   model::Transformer model_;
   dist::Comm& comm_;
   std::optional<model::Transformer> reference_;
   std::unique_ptr<AdamW> adam_;
+  Options opts_;
+  rl::ScoreOptions score_;
+  std::vector<torch::Tensor> master_params_;  // named_parameters() order
+  torch::Tensor grad_flat_;                   // fp32: every master gradient is a view of it
+  std::optional<model::Transformer> compute_; // the compute-dtype copy (when it differs)
+  std::vector<torch::Tensor> compute_params_;
+  torch::Tensor compute_grad_flat_;           // its gradients, one buffer in the compute dtype
+  double time_optimizer_ = 0, time_allreduce_ = 0, time_backward_ = 0;
 };
 
 }  // namespace dice::train

@@ -71,10 +71,16 @@ struct RewardConfig {
 struct TraceConfig {
   std::string layout = "packed";
   int64_t shrink = 1;
+  bool fast = true;            // rl::ScoreOptions::fast: sparse attention + chunked log-probs
+  int64_t attn_chunk = 256;    // clean tokens per sparse-attention chunk
+  int64_t logit_chunk = 2048;  // targets per lm_head / log-softmax chunk
 
   template <class V> void visit(V& v) {
     v.choice("layout", layout, {"packed", "reference"}, "TraceRL row layout");
     v("shrink", shrink, "merge this many consecutive denoising steps of a block into one round");
+    v("fast", fast, "learner scoring without N x N masks or full-vocabulary logits (false: the plain path)");
+    v("attn_chunk", attn_chunk, "fast path: clean tokens per block-sparse attention chunk");
+    v("logit_chunk", logit_chunk, "fast path: targets per chunk of lm_head + log-softmax");
   }
 };
 
@@ -86,6 +92,8 @@ struct OptimConfig {
   int64_t responses_per_update = 64;   // responses (all learners) per optimizer update
   int64_t micro_batch_tokens = 16384;  // padded row tokens per forward/backward
   bool zero1 = false;                  // shard the AdamW state across learners
+  std::string compute_dtype = "auto";  // forward/backward dtype: auto (bf16 on CUDA) | float32 | bfloat16
+  bool checkpoint_layers = false;      // activation checkpointing of every layer
 
   template <class V> void visit(V& v) {
     v("lr", lr, "AdamW learning rate (constant)");
@@ -97,6 +105,9 @@ struct OptimConfig {
     v("responses_per_update", responses_per_update, "responses per optimizer update, over all learners");
     v("micro_batch_tokens", micro_batch_tokens, "padded row tokens per forward/backward");
     v("zero1", zero1, "shard optimizer state across learners (ZeRO-1)");
+    v.choice("compute_dtype", compute_dtype, {"auto", "float32", "bfloat16"},
+             "learner forward/backward dtype (fp32 master weights, gradients and AdamW always); auto: bf16 on CUDA");
+    v("checkpoint_layers", checkpoint_layers, "activation checkpointing: recompute each layer's forward in backward");
   }
   void validate() const;
 };

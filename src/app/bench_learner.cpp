@@ -1,0 +1,623 @@
+// `dice bench learner`: one TraceRL update step as the trainer runs it (train::LearnerLoop: rows,
+// old log-probs without grad, forward + backward over every row, all-reduce, clip, AdamW) on
+// synthetic rollouts at SDAR shapes (random weights), beside a PyTorch peer run in the same call
+// (tools/gpu/learner_peer.py: transformers Qwen3ForCausalLM on DICE's reference rows
+// [prompt | clean | noisy] with a dense 4-D mask, forward + backward).
+//
+// Row tokens are counted in the reference layout (every round's row [prompt | clean | noisy]), so
+// the layouts compare: dice's packed rows do the same work in fewer tokens. Useful FLOPs count
+// what the loss needs, for either layout: matrix FLOPs of the layers on the row tokens the layout
+// has, attention only on the query-key pairs the mask allows, lm_head only at the targets; a
+// forward is 1x, forward + backward 3x (dice's step: old log-probs 1x + update 3x = 4x; the
+// peer's forward + backward 3x). Checkpointing's recompute is not counted. MFU = useful FLOP/s /
+// the measured bf16 matmul peak (790 TFLOP/s on an H200, DESIGN §7).
+//
+// `--parts` adds one step timed op by op (device synchronised at every outermost operator and
+// autograd node, so it is slower than the timed step): attention, GEMMs, logits/log-softmax,
+// other (norms, RoPE, elementwise, embedding, loss, gathers), optimizer, all-reduce. Backward
+// nodes are attributed to the part of the forward operator that made them (sequence numbers).
+// `--grad-check` compares bf16 fast-path log-probs and gradients with fp32 plain ones on a small
+// shape (and fp32 fast with fp32 plain: the sparse attention on this device's SDPA).
+#include <ATen/Parallel.h>
+#include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#if DICE_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "dice/dist/comm.h"
+#include "dice/model/config.h"
+#include "dice/model/masks.h"
+#include "dice/model/transformer.h"
+#include "dice/rl/trace.h"
+#include "dice/train/learner_loop.h"
+#include "dice/train/rl_config.h"
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+#include "dice/util/log.h"
+#include "dice/util/timer.h"
+
+namespace dice::app {
+namespace {
+
+struct LearnerBenchArgs {
+  std::vector<std::string> shapes = {"sdar-1.7b", "sdar-4b"};
+  std::vector<std::string> strategies = {"static", "dynamic"};
+  std::vector<std::string> paths = {"fast"};
+  int64_t prompt_len = 1024;
+  int64_t response_len = 4096;
+  int64_t responses = 4;
+  int64_t steps = 1;  // timed steps (after one warm-up step)
+  std::string checkpoint = "auto";  // auto | on | off
+  std::string optimizer = "auto";   // auto | on | off
+  int64_t attn_chunk = 256;
+  int64_t logit_chunk = 2048;
+  bool peer = true;
+  int64_t peer_rows = 4;
+  std::string peer_script = std::string(DICE_SOURCE_DIR) + "/tools/gpu/learner_peer.py";
+  std::string python = DICE_PYTHON;
+  std::string json_out;
+  bool parts = false;
+  bool grad_check = false;
+  int64_t grad_check_layers = 2;
+  double peak_flops = 790e12;
+};
+
+torch::Device bench_device() { return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
+
+void sync(torch::Device dev) {
+  if (dev.is_cuda()) torch::cuda::synchronize();
+}
+
+int64_t peak_bytes(torch::Device dev) {
+#if DICE_WITH_CUDA
+  if (dev.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index() < 0 ? 0 : dev.index())
+      .allocated_bytes[0].peak;
+#endif
+  (void)dev;
+  return -1;
+}
+void reset_peak(torch::Device dev) {
+#if DICE_WITH_CUDA
+  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.index() < 0 ? 0 : dev.index());
+#endif
+  (void)dev;
+}
+
+std::string run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  DICE_REQUIRE(f, "Could not start: ", cmd);
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  int rc = pclose(f);
+  DICE_REQUIRE(rc == 0, "The learner peer failed (exit ", rc, "): ", cmd, "\n", out);
+  return out;
+}
+
+nlohmann::json last_json_line(const std::string& out) {
+  std::istringstream is(out);
+  std::string line, last;
+  while (std::getline(is, line))
+    if (!line.empty() && line[0] == '{') last = line;
+  DICE_REQUIRE(!last.empty(), "The learner peer printed no JSON result:\n", out);
+  return nlohmann::json::parse(last);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::string cur;
+  for (char ch : s + ",") {
+    if (ch == ',') {
+      if (!cur.empty()) v.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  return v;
+}
+
+// ---- synthetic rollouts ----------------------------------------------------------------------
+// Prompt and response tokens at random; the step map of a sampler on the absolute block grid:
+// static = one token per denoising step (4 rounds per full block); dynamic = 0.9-threshold-like,
+// each further token of a block joins the previous round with probability 0.6 (about 2 rounds).
+std::vector<train::Rollout> synthetic_rollouts(const model::ModelConfig& c, int64_t P, int64_t R, int64_t n,
+                                               const std::string& strategy, uint64_t seed) {
+  const int64_t W = c.block_size, top = std::min<int64_t>(c.vocab_size, c.mask_token_id) - 1;
+  std::mt19937_64 rng(seed);
+  std::vector<train::Rollout> out;
+  for (int64_t r = 0; r < n; ++r) {
+    train::Rollout ro;
+    ro.sample = ro.kept = r;
+    ro.traj.advantage = (r % 2 == 0 ? 1.0 : -1.0) * (0.5 + 0.1 * static_cast<double>(r % 5));
+    for (int64_t i = 0; i < P; ++i) ro.traj.prompt_ids.push_back(static_cast<int64_t>(rng() % top));
+    const int64_t tail = (W - (P + R) % W) % W, end = P + R + tail;
+    std::vector<int64_t> steps(static_cast<size_t>(end), -1);
+    int64_t step = 0;
+    for (int64_t b = P / W; b * W < end; ++b) {
+      std::vector<int64_t> pos;
+      for (int64_t i = std::max(b * W, P); i < (b + 1) * W; ++i) pos.push_back(i);
+      std::shuffle(pos.begin(), pos.end(), rng);
+      for (size_t k = 0; k < pos.size(); ++k) {
+        const bool join = strategy == "dynamic" && k > 0 && (rng() % 10) < 6;
+        if (k > 0 && !join) ++step;
+        steps[static_cast<size_t>(pos[k])] = step;
+      }
+      ++step;
+    }
+    for (int64_t i = P; i < end; ++i) {
+      const int64_t tok = static_cast<int64_t>(rng() % top);
+      if (i < P + R) {
+        ro.traj.response_ids.push_back(tok);
+        ro.traj.step_map.push_back(steps[static_cast<size_t>(i)]);
+      } else {
+        ro.traj.tail_ids.push_back(tok);
+        ro.traj.tail_steps.push_back(steps[static_cast<size_t>(i)]);
+      }
+    }
+    out.push_back(std::move(ro));
+  }
+  return out;
+}
+
+// ---- FLOPs -----------------------------------------------------------------------------------
+struct Work {
+  int64_t tokens = 0;   // row tokens of the layout (no padding)
+  int64_t pairs = 0;    // allowed query-key pairs
+  int64_t targets = 0;
+  int64_t rows = 0;
+  int64_t row_len = 0;  // longest row
+};
+
+Work layout_work(const std::vector<train::Rollout>& rs, const model::ModelConfig& c, const std::string& layout) {
+  rl::TraceOptions to;
+  to.block_size = c.block_size;
+  to.mask_token_id = c.mask_token_id;
+  to.layout = layout;
+  rl::ScoreOptions so;
+  so.attn_chunk = 1 << 20;  // one chunk per row: `allowed` counts the pairs whatever the chunking
+  Work w;
+  for (const auto& r : rs) {
+    for (auto& row : rl::trace_rows(r.traj, to)) {
+      w.tokens += static_cast<int64_t>(row.ids.size());
+      w.targets += static_cast<int64_t>(row.target_pos.size());
+      w.row_len = std::max<int64_t>(w.row_len, static_cast<int64_t>(row.ids.size()));
+      ++w.rows;
+      w.pairs += rl::collate({row}, torch::kCPU, so).sparse->allowed;
+    }
+  }
+  return w;
+}
+
+// Forward FLOPs of the work (see the header): layers' matrices, attention on allowed pairs, lm_head at targets.
+double forward_flops(const model::ModelConfig& c, const Work& w) {
+  const double layer_params = static_cast<double>(c.hidden_size) * (c.num_attention_heads + 2 * c.num_key_value_heads) *
+                                  c.head_dim + static_cast<double>(c.num_attention_heads) * c.head_dim * c.hidden_size +
+                              3.0 * c.hidden_size * c.intermediate_size;
+  const double layers = static_cast<double>(c.num_hidden_layers);
+  return 2.0 * layer_params * layers * w.tokens + 4.0 * c.num_attention_heads * c.head_dim * layers * w.pairs +
+         2.0 * static_cast<double>(c.vocab_size) * c.hidden_size * w.targets;
+}
+
+// ---- parts: op-by-op device time ---------------------------------------------------------------
+// Frames are the outermost operators (and every autograd node, reentrant ones included), timed
+// exclusively of nested frames with a device synchronisation at both ends. A frame's part: the
+// innermost dice::<part> user scope around it (attention, logits, optimizer, allreduce), else
+// GEMM for linear / matmul / mm / addmm / bmm, else other; an autograd node takes the part of the
+// forward operator (or scope) whose sequence-number range holds the node's.
+struct PartProfiler {
+  struct Frame {
+    double start = 0, child = 0;
+    std::string part;
+    bool op = false;  // an operator (its nested operators are not frames)
+  };
+  static PartProfiler* active;
+  std::mutex mu;
+  std::map<std::string, double> seconds;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> op_ranges, scope_ranges;
+  torch::Device dev = torch::kCPU;
+  at::CallbackHandle handle = 0;
+  Timer clock;
+
+  struct ThreadState {
+    std::vector<Frame> frames;
+    std::vector<std::string> labels;
+    std::vector<uint64_t> label_seq;
+    std::vector<int> kinds;  // per record: 0 = ignored, 1 = frame, 2 = label
+  };
+  static ThreadState& ts() {
+    thread_local ThreadState s;
+    return s;
+  }
+
+  static std::string name_part(const char* name) {
+    static const char* gemm[] = {"aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm"};
+    for (const char* g : gemm)
+      if (std::strcmp(name, g) == 0) return "gemm";
+    return "other";
+  }
+  std::string seq_part(uint64_t s) {
+    std::lock_guard<std::mutex> g(mu);
+    for (const auto& [a, b, p] : op_ranges)
+      if (s >= a && s < b) return p;
+    for (const auto& [a, b, p] : scope_ranges)
+      if (s >= a && s < b) return p;
+    return "other";
+  }
+
+  void start() {
+    active = this;
+    clock.reset();
+    handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              active->on_start(fn);
+              return nullptr;
+            },
+            [](const at::RecordFunction& fn, at::ObserverContext*) { active->on_end(fn); })
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+  }
+  void stop() {
+    at::removeCallback(handle);
+    active = nullptr;
+  }
+
+  double now() {
+    sync(dev);
+    return clock.elapsed_s();
+  }
+  void on_start(const at::RecordFunction& fn) {
+    auto& t = ts();
+    if (at::in_parallel_region()) {  // CPU worker threads run parts of an operator timed elsewhere
+      t.kinds.push_back(0);
+      return;
+    }
+    const char* name = fn.name();
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+      if (std::strncmp(name, "dice::", 6) == 0) {
+        t.labels.push_back(name + 6);
+        t.label_seq.push_back(at::sequence_number::peek());
+        t.kinds.push_back(2);
+      } else {
+        t.kinds.push_back(0);
+      }
+      return;
+    }
+    const bool backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
+    if (!backward && !t.frames.empty() && t.frames.back().op) {  // nested operator: part of its parent
+      t.kinds.push_back(0);
+      return;
+    }
+    Frame f;
+    f.op = !backward;
+    if (backward) f.part = fn.seqNr() >= 0 ? seq_part(static_cast<uint64_t>(fn.seqNr())) : "other";
+    else f.part = !t.labels.empty() ? t.labels.back() : name_part(name);
+    if (!backward) f.child = static_cast<double>(at::sequence_number::peek());  // seq at start (kept in child until end)
+    f.start = now();
+    t.frames.push_back(f);
+    t.kinds.push_back(1);
+  }
+  void on_end(const at::RecordFunction& fn) {
+    auto& t = ts();
+    if (t.kinds.empty()) return;
+    const int kind = t.kinds.back();
+    t.kinds.pop_back();
+    if (kind == 2) {
+      std::lock_guard<std::mutex> g(mu);
+      scope_ranges.emplace_back(t.label_seq.back(), at::sequence_number::peek(), t.labels.back());
+      t.labels.pop_back();
+      t.label_seq.pop_back();
+      return;
+    }
+    if (kind == 0) return;
+    (void)fn;
+    Frame f = t.frames.back();
+    t.frames.pop_back();
+    const double end = now(), total = end - f.start;
+    double child = f.child;
+    if (f.op) {  // operators have no frames inside; `child` held the start sequence number
+      std::lock_guard<std::mutex> g(mu);
+      op_ranges.emplace_back(static_cast<uint64_t>(child), at::sequence_number::peek(), f.part);
+      child = 0;
+    }
+    {
+      std::lock_guard<std::mutex> g(mu);
+      seconds[f.part] += total - child;
+    }
+    if (!t.frames.empty()) t.frames.back().child += total;
+  }
+};
+PartProfiler* PartProfiler::active = nullptr;
+
+// ---- the bench ---------------------------------------------------------------------------------
+std::unique_ptr<dist::Comm> self_comm(torch::Device dev) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    std::atexit([] {
+      int fin = 0;
+      MPI_Finalized(&fin);
+      if (!fin) MPI_Finalize();
+    });
+  }
+  dist::CommOptions o;
+  o.name = "learners";
+  o.role = "learner";
+  o.timeout_s = 0;
+  return dist::make_comm(MPI_COMM_SELF, dev, o);
+}
+
+model::Transformer random_master(const model::ModelConfig& cfg, torch::Device dev, uint64_t seed) {
+  torch::NoGradGuard ng;
+  model::Transformer m(cfg, torch::kFloat32, dev);
+  torch::manual_seed(static_cast<int64_t>(seed));
+  for (auto& p : m->named_parameters(true)) {
+    if (p.key().find("norm") != std::string::npos) p.value().uniform_(0.8, 1.2);
+    else p.value().normal_(0.0, 0.02);
+  }
+  return m;
+}
+
+std::string fmt_bytes(int64_t b) {
+  if (b < 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ll << 30));
+  return buf;
+}
+
+void run_bench(const LearnerBenchArgs& a) {
+  const auto dev = bench_device();
+  if (!dev.is_cuda()) log::warn("bench learner: no GPU; running on CPU in fp32 (numbers are not meaningful)");
+  auto comm = self_comm(dev);
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("%-10s %-8s %-5s %6s %7s %12s %12s %7s %9s %6s %10s %9s\n", "shape", "strategy", "path", "resp",
+              "rows", "ref tok/s", "peer tok/s", "ratio", "TFLOP/s", "MFU", "peak mem", "step s");
+  std::fflush(stdout);
+  for (const auto& shape : a.shapes) {
+    auto cfg = model::ModelConfig::preset(shape);
+    const int64_t P = shape == "tiny" ? std::min<int64_t>(a.prompt_len, 64) : a.prompt_len;
+    const int64_t R = shape == "tiny" ? std::min<int64_t>(a.response_len, 256) : a.response_len;
+    const bool big = shape == "sdar-4b" || shape == "sdar-8b";
+    const bool ckpt = a.checkpoint == "on" || (a.checkpoint == "auto" && big);
+    const bool optim = a.optimizer == "on" || (a.optimizer == "auto" && shape != "sdar-8b");
+    // The peer first, while this process holds no GPU memory.
+    nlohmann::json peer;
+    if (a.peer) {
+      std::string cmd = str(a.python, " ", a.peer_script, " --shape ", shape, " --prompt-len ", P, " --response-len ", R,
+                            " --rows ", a.peer_rows, ckpt ? " --checkpoint" : "", " 2>&1");
+      peer = last_json_line(run_capture(cmd));
+      log::info("bench learner: peer ", shape, ": ", peer["row_tokens_per_s"].get<double>(), " row tok/s (",
+                peer["impl"].get<std::string>(), ")");
+    }
+    Timer mt;
+    auto master = random_master(cfg, dev, 1);
+    log::info("bench learner: ", shape, " fp32 master weights on ", dev.str(), " in ", mt.elapsed_s(), " s");
+    for (const auto& strategy : a.strategies) {
+      auto rollouts = synthetic_rollouts(cfg, P, R, a.responses, strategy, 17);
+      const Work ref = layout_work(rollouts, cfg, "reference"), packed = layout_work(rollouts, cfg, "packed");
+      const double useful = 4.0 * forward_flops(cfg, packed);  // old log-probs 1x + update 3x
+      for (const auto& path : a.paths) {
+        train::RlRunConfig rc;
+        rc.trace.layout = "packed";
+        rc.trace.fast = path == "fast";
+        rc.trace.attn_chunk = a.attn_chunk;
+        rc.trace.logit_chunk = a.logit_chunk;
+        rc.optim.checkpoint_layers = ckpt && path == "fast";
+        rc.optim.responses_per_update = a.responses;
+        rc.optim.micro_batch_tokens = 1;  // one row (one response) per forward/backward
+        rc.optim.grad_clip = 1.0;
+        train::LearnerLoop::Options lo;
+        lo.optimizer = optim;
+        lo.sync_timing = true;
+        train::LearnerLoop learner(rc, master, *comm, std::nullopt, lo);
+        learner.step(rollouts);  // warm-up: allocator, kernels, plans
+        sync(dev);
+        reset_peak(dev);
+        double sec = 0, old_s = 0, upd_s = 0, opt_s = 0, ar_s = 0;
+        nlohmann::json m;
+        for (int64_t s = 0; s < a.steps; ++s) {
+          Timer t;
+          m = learner.step(rollouts);
+          sync(dev);
+          sec += t.elapsed_s();
+          old_s += m["time_old_logp_s"].get<double>();
+          upd_s += m["time_update_s"].get<double>();
+          opt_s += m["time_optimizer_s"].get<double>();
+          ar_s += m["time_allreduce_s"].get<double>();
+        }
+        const double steps = static_cast<double>(a.steps);
+        sec /= steps;
+        const int64_t peak = peak_bytes(dev);
+        const double tps = static_cast<double>(ref.tokens) / sec;
+        const double ptps = a.peer ? peer["row_tokens_per_s"].get<double>() : 0.0;
+        const double tflops = useful / sec / 1e12, mfu = useful / sec / a.peak_flops;
+        std::printf("%-10s %-8s %-5s %6ld %7ld %12.1f %12.1f %6.2fx %9.1f %5.1f%% %10s %9.3f\n", shape.c_str(),
+                    strategy.c_str(), path.c_str(), static_cast<long>(a.responses), static_cast<long>(ref.rows), tps,
+                    ptps, ptps > 0 ? tps / ptps : 0.0, tflops, 100 * mfu, fmt_bytes(peak).c_str(), sec);
+        std::printf("    per step: old log-probs %.3f s | forward+backward %.3f s | all-reduce %.3f s | clip+AdamW+"
+                    "bf16 copy %.3f s; reference layout %ld rows = %ld tokens, packed %ld rows = %ld tokens, %ld "
+                    "targets; useful %.1f TFLOP (pairs: packed %.3g, reference %.3g)%s%s\n",
+                    old_s / steps, (upd_s - opt_s - ar_s) / steps, ar_s / steps, opt_s / steps,
+                    static_cast<long>(ref.rows), static_cast<long>(ref.tokens), static_cast<long>(packed.rows),
+                    static_cast<long>(packed.tokens), static_cast<long>(packed.targets), useful / 1e12,
+                    static_cast<double>(packed.pairs), static_cast<double>(ref.pairs),
+                    rc.optim.checkpoint_layers ? "; activation checkpointing" : "",
+                    optim ? "" : "; no optimizer state (--optimizer off)");
+        std::fflush(stdout);
+        nlohmann::json row = {{"shape", shape}, {"strategy", strategy}, {"path", path}, {"prompt_len", P},
+                              {"response_len", R}, {"responses", a.responses}, {"reference_rows", ref.rows},
+                              {"reference_tokens", ref.tokens}, {"packed_tokens", packed.tokens},
+                              {"targets", packed.targets}, {"seconds", sec}, {"row_tokens_per_s", tps},
+                              {"useful_flops", useful}, {"tflops", tflops}, {"mfu", mfu}, {"peak_bytes", peak},
+                              {"time_old_logp_s", old_s / steps}, {"time_update_s", upd_s / steps},
+                              {"time_optimizer_s", opt_s / steps}, {"time_allreduce_s", ar_s / steps},
+                              {"checkpoint", rc.optim.checkpoint_layers}, {"optimizer", optim},
+                              {"loss", m["loss"]}, {"grad_norm", m["grad_norm"]}};
+        if (a.peer) {
+          row["peer"] = peer;
+          row["ratio"] = ptps > 0 ? tps / ptps : 0.0;
+          const double peer_useful = 3.0 * forward_flops(cfg, ref) / static_cast<double>(ref.rows);
+          const double peer_row_s = peer["seconds_per_row"].get<double>();
+          row["peer_mfu"] = peer_useful / peer_row_s / a.peak_flops;
+          std::printf("    peer: %s, %.3f s per row of %ld tokens, %.1f%% MFU (same FLOP count on its rows), peak %s\n",
+                      peer["impl"].get<std::string>().c_str(), peer_row_s, static_cast<long>(ref.row_len),
+                      100 * row["peer_mfu"].get<double>(), fmt_bytes(peer["peak_bytes"].get<int64_t>()).c_str());
+        }
+        if (a.parts) {
+          PartProfiler prof;
+          prof.dev = dev;
+          sync(dev);
+          prof.start();
+          Timer pt;
+          learner.step(rollouts);
+          sync(dev);
+          const double total = pt.elapsed_s();
+          prof.stop();
+          double sum = 0;
+          for (const auto& [k, v] : prof.seconds) sum += v;
+          std::printf("    parts (one step timed op by op, synchronised: %.3f s, %.3f s in operators):", total, sum);
+          nlohmann::json pj;
+          for (const char* k : {"attention", "gemm", "logits", "other", "optimizer", "allreduce"}) {
+            const double v = prof.seconds.count(k) ? prof.seconds[k] : 0.0;
+            std::printf(" %s %.1f%%", k, sum > 0 ? 100 * v / sum : 0.0);
+            pj[k] = v;
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+          row["parts_s"] = pj;
+          row["parts_wall_s"] = total;
+        }
+        results.push_back(row);
+      }
+    }
+  }
+  if (!a.json_out.empty()) fs::write_file(a.json_out, results.dump(1));
+}
+
+// bf16 fast path against fp32 plain path (log-probs, gradients), and fp32 fast against fp32 plain.
+void run_grad_check(const LearnerBenchArgs& a) {
+  const auto dev = bench_device();
+  const std::string shape = a.shapes.empty() ? "sdar-1.7b" : a.shapes[0];
+  auto cfg = model::ModelConfig::preset(shape);
+  cfg.num_hidden_layers = std::min(cfg.num_hidden_layers, a.grad_check_layers);
+  const int64_t P = std::min<int64_t>(a.prompt_len, 133), R = std::min<int64_t>(a.response_len, 254);
+  auto master = random_master(cfg, dev, 3);
+  model::Transformer m16(cfg, dev.is_cuda() ? torch::kBFloat16 : torch::kFloat32, dev);
+  {
+    torch::NoGradGuard ng;
+    auto src = master->named_parameters();
+    for (auto& p : m16->named_parameters()) p.value().copy_(src[p.key()]);
+  }
+  bool ok = true;
+  for (const auto& strategy : a.strategies) {
+    auto rs = synthetic_rollouts(cfg, P, R, 3, strategy, 5);
+    rl::TraceOptions to;
+    to.mask_token_id = cfg.mask_token_id;
+    std::vector<rl::TraceRow> rows;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      auto r = rl::trace_rows(rs[i].traj, to, static_cast<int64_t>(i));
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    rl::ScoreOptions fast;
+    fast.attn_chunk = 64;
+    fast.logit_chunk = 100;
+    auto run = [&](model::Transformer& m, const rl::ScoreOptions& so) {
+      auto b = rl::collate(rows, dev, so);
+      m->zero_grad();
+      auto lp = rl::token_logprobs(m, b, so);
+      auto w = (((b.target_traj_N * 31 + b.target_resp_N * 7) % 11).to(torch::kFloat32) - 5).to(dev);
+      (lp * w).sum().backward();
+      std::vector<torch::Tensor> g;
+      for (auto& p : m->parameters()) g.push_back(p.grad().to(torch::kFloat32).flatten());
+      return std::make_pair(lp.detach().to(torch::kFloat32), torch::cat(g));
+    };
+    auto [lp32, g32] = run(master, rl::plain_scoring());
+    auto [lpf, gf] = run(master, fast);
+    auto [lp16, g16] = run(m16, fast);
+    auto rel = [](const torch::Tensor& x, const torch::Tensor& y) {
+      return ((x - y).norm() / y.norm().clamp_min(1e-30)).item<double>();
+    };
+    auto cos = [](const torch::Tensor& x, const torch::Tensor& y) {
+      return (x.to(torch::kFloat64).dot(y.to(torch::kFloat64)) / (x.to(torch::kFloat64).norm() * y.to(torch::kFloat64).norm()))
+          .item<double>();
+    };
+    const double lp_f = (lpf - lp32).abs().max().item<double>(), g_f = rel(gf, g32);
+    const double lp_16 = (lp16 - lp32).abs().max().item<double>(), g_16 = rel(g16, g32), c16 = cos(g16, g32);
+    const bool pass = lp_f < 1e-3 && g_f < 1e-3 && g_16 < 0.1 && c16 > 0.99;
+    ok = ok && pass;
+    std::printf("grad-check %s %s (%s, %ld layers, %ld targets, %s): fp32 fast vs plain: log-prob max |diff| %.3g, "
+                "gradient rel. L2 %.3g | bf16 fast vs fp32 plain: log-prob max |diff| %.3g, gradient rel. L2 %.3g, "
+                "cosine %.6f\n",
+                pass ? "PASS" : "FAIL", strategy.c_str(), shape.c_str(), static_cast<long>(cfg.num_hidden_layers),
+                static_cast<long>(lp32.size(0)), dev.str().c_str(), lp_f, g_f, lp_16, g_16, c16);
+    std::fflush(stdout);
+  }
+  DICE_REQUIRE(ok, "bench learner --grad-check: a comparison is outside its bound (see above).");
+}
+
+void setup(CLI::App& cmd) {
+  auto a = std::make_shared<LearnerBenchArgs>();
+  auto shapes = std::make_shared<std::string>("sdar-1.7b,sdar-4b");
+  auto strategies = std::make_shared<std::string>("static,dynamic");
+  auto paths = std::make_shared<std::string>("fast");
+  cmd.add_option("--shapes", *shapes, "model shapes (presets), comma-separated");
+  cmd.add_option("--strategies", *strategies, "step maps: static, dynamic (comma-separated)");
+  cmd.add_option("--paths", *paths, "learner scoring paths: fast, plain (comma-separated)");
+  cmd.add_option("--prompt-len", a->prompt_len, "prompt tokens");
+  cmd.add_option("--response-len", a->response_len, "response tokens");
+  cmd.add_option("--responses", a->responses, "responses per step (one optimizer update)");
+  cmd.add_option("--steps", a->steps, "timed steps after one warm-up step");
+  cmd.add_option("--checkpoint", a->checkpoint, "activation checkpointing: auto (4B, 8B), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd.add_option("--optimizer", a->optimizer, "AdamW state and update: auto (off for 8B only), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd.add_option("--attn-chunk", a->attn_chunk, "trace.attn_chunk");
+  cmd.add_option("--logit-chunk", a->logit_chunk, "trace.logit_chunk");
+  cmd.add_flag("!--no-peer", a->peer, "skip the PyTorch peer");
+  cmd.add_option("--peer-rows", a->peer_rows, "reference rows the peer times");
+  cmd.add_option("--peer-script", a->peer_script, "the peer script");
+  cmd.add_option("--python", a->python, "python with torch + transformers for the peer");
+  cmd.add_option("--json", a->json_out, "write results as JSON");
+  cmd.add_flag("--parts", a->parts, "one more step timed op by op: time per part");
+  cmd.add_flag("--grad-check", a->grad_check, "bf16 fast path vs fp32 plain path on a cut-down first shape");
+  cmd.add_option("--grad-check-layers", a->grad_check_layers, "layers of the --grad-check model");
+  cmd.add_option("--peak-flops", a->peak_flops, "bf16 matmul peak for MFU (FLOP/s)");
+  cmd.callback([a, shapes, strategies, paths] {
+    a->shapes = split(*shapes);
+    a->strategies = split(*strategies);
+    a->paths = split(*paths);
+    for (const auto& s : a->strategies)
+      DICE_REQUIRE(s == "static" || s == "dynamic", "bench learner: unknown strategy '", s, "' (static, dynamic).");
+    for (const auto& p : a->paths)
+      DICE_REQUIRE(p == "fast" || p == "plain", "bench learner: unknown path '", p, "' (fast, plain).");
+    DICE_REQUIRE(a->responses >= 1 && a->steps >= 1 && a->prompt_len >= 1 && a->response_len >= 1,
+                 "bench learner: --responses, --steps, --prompt-len and --response-len must be >= 1.");
+    if (a->grad_check) run_grad_check(*a);
+    else run_bench(*a);
+  });
+}
+
+}  // namespace
+
+DICE_BENCH("learner", "TraceRL update step: row tokens/s, MFU and time per part vs a transformers peer", setup);
+
+}  // namespace dice::app

@@ -1,0 +1,155 @@
+// The learner's fast scoring path (block-sparse attention plan, log-probs in chunks from hidden
+// states, optional checkpointed layers) against the plain one (dense [B, 1, T, T] mask, full
+// log-softmax), fp32 on the CPU: the same log-probs, loss and gradients, on batches of rows of
+// different lengths (padding), prompts of every length modulo the block size, static and dynamic
+// step maps, packed and reference layouts.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "dice/model/masks.h"
+#include "dice/rl/loss.h"
+#include "dice/rl/trace.h"
+#include "dice/rollout/sampler.h"
+#include "model/tiny_model.h"
+
+namespace dice::rl {
+namespace {
+
+std::vector<rollout::SampleRecord> sample(model::Transformer& m, const std::string& strategy, double threshold,
+                                          int64_t steps) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t L = 5; L <= 12; ++L) {  // every prompt length modulo the block size (4), twice
+    std::vector<int64_t> p;
+    for (int64_t i = 0; i < L; ++i) p.push_back((L * 131 + i * 97) % 500);
+    prompts.push_back(p);
+  }
+  rollout::SamplerConfig sc;
+  sc.strategy = strategy;
+  sc.steps = steps;
+  sc.threshold = threshold;
+  sc.temperature = 1.0;
+  sc.top_k = 0;
+  sc.top_p = 1.0;
+  sc.max_new_tokens = 23;
+  sc.max_len = 64;
+  sc.max_batch = 8;
+  sc.seed = 11;
+  for (int64_t t = 0; t < 500; t += 29) sc.stop_ids.push_back(t);  // some stop early: rows of other lengths
+  rollout::Sampler s(m, sc);
+  return s.generate(prompts);
+}
+
+struct Scored {
+  torch::Tensor lp, loss;
+  std::map<std::string, torch::Tensor> grads;
+  TraceBatch batch;
+};
+
+Scored score(model::Transformer& m, const std::vector<TraceRow>& rows, const ScoreOptions& so) {
+  Scored out;
+  out.batch = collate(rows, torch::kCPU, so);
+  m->zero_grad();
+  out.lp = token_logprobs(m, out.batch, so);
+  const auto& b = out.batch;
+  const int64_t N = out.lp.size(0);
+  // old log-probs a little off (ratios away from 1, some clipped), advantages of both signs
+  auto old = out.lp.detach() + 0.3 * torch::sin(torch::arange(N, torch::kFloat32));
+  auto adv = (((b.target_traj_N * 5) % 7).to(torch::kFloat64) - 3) / 2;
+  auto w = torch::full({N}, 1.0 / 40, torch::kFloat64);
+  LossConfig lc;
+  out.loss = tracerl_loss(out.lp, old, torch::Tensor(), adv, w, lc).loss;
+  out.loss.backward();
+  for (auto& p : m->named_parameters()) out.grads[p.key()] = p.value().grad().clone();
+  return out;
+}
+
+// (strategy, threshold, steps per block, layout, attn_chunk, logit_chunk, checkpoint)
+using Case = std::tuple<std::string, double, int64_t, std::string, int64_t, int64_t, bool>;
+class FastPath : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FastPath, EqualsPlainPath) {
+  const auto& [strategy, threshold, steps, layout, attn_chunk, logit_chunk, checkpoint] = GetParam();
+  auto m = model::testing::tiny_model(9);
+  auto recs = sample(m, strategy, threshold, steps);
+  TraceOptions to;
+  to.mask_token_id = m->config().mask_token_id;
+  to.layout = layout;
+  std::vector<TraceRow> rows;
+  std::set<size_t> lengths;
+  std::set<int64_t> prompt_mods;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    Trajectory t{recs[i].prompt_ids, recs[i].response_ids, recs[i].step_map, recs[i].tail_ids, recs[i].tail_steps, 1.0};
+    for (auto& r : trace_rows(t, to, static_cast<int64_t>(i))) {
+      lengths.insert(r.ids.size());
+      rows.push_back(std::move(r));
+    }
+    prompt_mods.insert(static_cast<int64_t>(recs[i].prompt_ids.size()) % 4);
+  }
+  ASSERT_GT(lengths.size(), 1u) << "all rows have one length: the batch has no padding";
+  ASSERT_EQ(prompt_mods.size(), 4u);
+
+  ScoreOptions fast;
+  fast.attn_chunk = attn_chunk;
+  fast.logit_chunk = logit_chunk;
+  fast.checkpoint = checkpoint;
+  auto plain = score(m, rows, plain_scoring());
+  auto quick = score(m, rows, fast);
+
+  // The plan: no dense mask, several chunks, and exactly the dense mask's pairs of valid queries.
+  ASSERT_FALSE(quick.batch.mask_B1TT.defined());
+  ASSERT_TRUE(quick.batch.sparse);
+  const auto& plan = *quick.batch.sparse;
+  if (attn_chunk < 16) EXPECT_GT(plan.chunks.size(), rows.size());  // rows split into several chunks
+  else EXPECT_EQ(plan.chunks.size(), rows.size());                  // a chunk per (short) row
+  const int64_t T = plain.batch.row_tokens;
+  auto valid = plain.batch.ids_BT.new_zeros({plain.batch.rows, T}, torch::kBool);
+  for (size_t r = 0; r < rows.size(); ++r) valid[static_cast<int64_t>(r)].narrow(0, 0, static_cast<int64_t>(rows[r].ids.size())).fill_(true);
+  const int64_t dense_allowed = plain.batch.mask_B1TT.squeeze(1).logical_and(valid.unsqueeze(2)).sum().item<int64_t>();
+  EXPECT_EQ(plan.allowed, dense_allowed);
+  EXPECT_LT(plan.pairs, plain.batch.rows * T * T);
+
+  ASSERT_EQ(quick.lp.sizes(), plain.lp.sizes());
+  EXPECT_LT((quick.lp - plain.lp).abs().max().item<double>(), 2e-5);
+  EXPECT_NEAR(quick.loss.item<double>(), plain.loss.item<double>(), 1e-6 + 1e-5 * std::abs(plain.loss.item<double>()));
+  for (const auto& [name, g] : plain.grads) {
+    const double scale = std::max(1e-8, g.abs().max().item<double>());
+    EXPECT_LT((quick.grads.at(name) - g).abs().max().item<double>() / scale, 2e-4) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, FastPath,
+    ::testing::Values(Case{"static", 0.9, 4, "packed", 3, 7, false}, Case{"static", 0.9, 2, "packed", 8, 1000, true},
+                      Case{"dynamic", 0.0024, 4, "packed", 5, 13, true},
+                      Case{"dynamic", 0.0024, 4, "packed", 1000, 1, false},
+                      Case{"static", 0.9, 4, "reference", 6, 5, false}));
+
+// Chunked log-probs alone: values and both gradients equal log_softmax + gather.
+TEST(ChunkedLogprobs, EqualsLogSoftmax) {
+  torch::manual_seed(3);
+  auto h = torch::randn({37, 16}, torch::requires_grad());
+  auto w = torch::randn({50, 16}, torch::requires_grad());
+  auto tok = torch::randint(0, 50, {37}, torch::kInt64);
+  auto g = torch::randn({37});
+  auto want = torch::log_softmax(torch::linear(h, w), -1).gather(1, tok.unsqueeze(1)).squeeze(1);
+  (want * g).sum().backward();
+  auto dh = h.grad().clone(), dw = w.grad().clone();
+  h.mutable_grad() = torch::Tensor();
+  w.mutable_grad() = torch::Tensor();
+  for (int64_t chunk : {1, 8, 37, 100}) {
+    auto got = chunked_token_logprobs(h, w, tok, chunk);
+    (got * g).sum().backward();
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-5) << chunk;
+    EXPECT_LT((h.grad() - dh).abs().max().item<double>(), 1e-5) << chunk;
+    EXPECT_LT((w.grad() - dw).abs().max().item<double>(), 1e-5) << chunk;
+    h.mutable_grad() = torch::Tensor();
+    w.mutable_grad() = torch::Tensor();
+  }
+}
+
+}  // namespace
+}  // namespace dice::rl

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `dice bench learner` on the GPU node. Run at the repo root after tools/gpu/build.sh.
+# Writes $OUT/learner_*.txt / .json. LEARNER_STAGE picks what runs:
+#   profile: 1.7B static, fast and plain paths, --parts, the peer (+ its torch.profiler table);
+#   final:   the must-show figures: 1.7B at 1,024 + 2 x 4,096 (static, dynamic) with the peer and
+#            --parts, 4B (checkpointed), 8B without optimizer state (peak memory), --grad-check.
+set -uo pipefail
+OUT=${OUT:-/tmp/dice-learner-out}
+mkdir -p "$OUT"
+DICE=${DICE:-build-gpu/src/app/dice}
+PY=${PYTHON:-python3}
+STAGE=${LEARNER_STAGE:-final}
+RESP=${LEARNER_RESPONSES:-4}
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+"$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+run() {  # name, args...
+  local name=$1; shift
+  local start=$(date +%s)
+  echo "== $name: dice bench learner $* =="
+  "$DICE" bench learner --python "$PY" "$@" 2>&1 | grep -v "^\[r0.*info" | tee "$OUT/learner_$name.txt"
+  echo "(exit ${PIPESTATUS[0]}, $(( $(date +%s) - start )) s)"
+}
+if [[ $STAGE == profile ]]; then
+  run grad --grad-check --shapes sdar-1.7b
+  run p17 --shapes sdar-1.7b --strategies static --paths fast,plain --responses 2 --peer-rows 2 --parts \
+    --json "$OUT/learner_p17.json"
+  "$PY" tools/gpu/learner_peer.py --shape sdar-1.7b --rows 1 --profile 2>&1 | tail -32 | tee "$OUT/learner_peer_profile.txt"
+else
+  run grad --grad-check --shapes sdar-1.7b
+  run s17 --shapes sdar-1.7b --responses "$RESP" --parts --json "$OUT/learner_s17.json"
+  run s4 --shapes sdar-4b --strategies static --responses 2 --peer-rows 2 --json "$OUT/learner_s4.json"
+  run s8 --shapes sdar-8b --strategies static --responses 1 --no-peer --json "$OUT/learner_s8.json"
+fi
