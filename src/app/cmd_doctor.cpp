@@ -33,17 +33,23 @@ void run(const DoctorArgs& a) {
               (cfg.python.empty() ? judge::default_python() : cfg.python).c_str(), cuda ? "cuda" : "cpu",
               cfg.sandbox.enabled ? "on" : "off");
   auto d = judge::diagnose_sandbox(cfg, cuda, a.all);
-  std::printf("\n| variant | result | protections applied | refused | write outside scratch | network | s |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("sandbox as configured: %s\n", d.probes.front().mode.c_str());
+  std::printf("\n| variant | result | protections applied | refused | files left outside scratch | seen by the next "
+              "candidate | remount / | network | s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  auto none = [](const std::vector<std::string>& v) { return v.empty() ? std::string("none") : "ALLOWED: " + join(v, " "); };
   for (const auto& p : d.probes)
-    std::printf("| %s | %s: %s | %s | %s | %s | %s | %.1f |\n", p.variant.c_str(), p.ok ? "ok" : "FAIL",
-                p.detail.c_str(), join(p.applied, " ").c_str(), join(p.missing, " ").c_str(),
-                p.write_outside_blocked ? "blocked" : "ALLOWED", p.network_blocked ? "blocked" : "ALLOWED",
+    std::printf("| %s | %s: %s | %s | %s | %s | %s | %s | %s | %.1f |\n", p.variant.c_str(), p.ok ? "ok" : "FAIL",
+                p.detail.c_str(), join(p.applied, " ").c_str(), join(p.missing, " ").c_str(), none(p.written).c_str(),
+                none(p.seen).c_str(), p.remount_blocked ? "blocked" : "ALLOWED", p.network_blocked ? "blocked" : "ALLOWED",
                 p.seconds);
   std::fflush(stdout);
   const auto& first = d.probes.front();
   if (first.ok) {
-    std::printf("\ndice doctor: the judge's sandbox works here%s.\n", cuda ? ", CUDA included" : "");
+    const bool holds = first.written.empty() && first.seen.empty() && first.remount_blocked;
+    std::printf("\ndice doctor: the judge's sandbox works here%s; %s.\n", cuda ? ", CUDA included" : "",
+                holds ? "no file left outside scratch, none seen by the next candidate, no remount"
+                      : "but it does NOT hold (see the table)");
     return;
   }
   std::string sets;

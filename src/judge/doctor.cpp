@@ -1,8 +1,11 @@
 // Sandbox diagnosis: the judge's sandboxed spawn path with a probe script, under variants.
 #include "dice/judge/doctor.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +52,58 @@ except BaseException as e:  # noqa: BLE001
 print(json.dumps(r))
 )PY";
 
+// argv[1]: "write" or "look"; argv[2]: the file name; argv[3:]: the directories to try.
+constexpr const char* kLeakProbe = R"PY(
+import ctypes, json, os, sys
+mode, name, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
+r = {"written": [], "seen": []}
+for d in dirs:
+    p = os.path.join(d, name)
+    if mode == "write":
+        try:
+            with open(p, "w") as f:
+                f.write("left by the first candidate")
+            r["written"].append(d)
+        except OSError:
+            pass
+    elif os.path.exists(p):
+        r["seen"].append(d)
+if mode == "write":
+    try:
+        v = open("/proc/sys/kernel/hostname").read()
+        open("/proc/sys/kernel/hostname", "w").write(v)
+        r["written"].append("/proc/sys")
+    except OSError:
+        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    r["remount"] = libc.mount(None, b"/", None, 32 | 4096, None) == 0  # MS_REMOUNT | MS_BIND: writable
+print(json.dumps(r))
+)PY";
+
+// World-writable directories (o+w) a few levels below /, outside /proc, /sys and /dev.
+std::vector<std::string> world_writable_dirs(const std::string& skip) {
+  std::vector<std::string> out, todo = {"/"};
+  for (int depth = 0; depth < 3 && out.size() < 24; ++depth) {
+    std::vector<std::string> next;
+    for (const auto& dir : todo) {
+      DIR* d = opendir(dir.c_str());
+      if (!d) continue;
+      while (struct dirent* e = readdir(d)) {
+        std::string n = e->d_name, path = (dir == "/" ? "" : dir) + "/" + n;
+        struct stat st;
+        if (n == "." || n == ".." || path == "/proc" || path == "/sys" || path == "/dev" || path.rfind(skip, 0) == 0 ||
+            lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+          continue;
+        if (st.st_mode & S_IWOTH) out.push_back(path);
+        next.push_back(path);
+      }
+      closedir(d);
+    }
+    todo.swap(next);
+  }
+  return out;
+}
+
 std::string last_line(const std::string& s) {
   std::string t = s;
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
@@ -60,8 +115,7 @@ std::string last_line(const std::string& s) {
 SandboxConfig with_override(SandboxConfig sb, const std::string& set) {
   if (set == "sandbox.uid_base=-2") sb.uid_base = -2;
   else if (set == "sandbox.pid_namespace=false") sb.pid_namespace = false;
-  else if (set == "sandbox.readonly_root=false") sb.readonly_root = false;
-  else if (set == "sandbox.mount_namespace=false") sb.mount_namespace = false;
+  else if (set == "sandbox.private_dev=false") sb.private_dev = false;
   else if (set == "sandbox.network_namespace=false") sb.network_namespace = false;
   else if (set == "sandbox.file_size_mb=0") sb.file_size_mb = 0;
   else if (set == "sandbox.open_files=0") sb.open_files = 0;
@@ -73,9 +127,9 @@ SandboxConfig with_override(SandboxConfig sb, const std::string& set) {
 
 const std::vector<std::string>& single_variants() {
   static const std::vector<std::string> v = {
-      "sandbox.uid_base=-2",         "sandbox.pid_namespace=false",     "sandbox.readonly_root=false",
-      "sandbox.mount_namespace=false", "sandbox.network_namespace=false", "sandbox.file_size_mb=0",
-      "sandbox.open_files=0",        "sandbox.processes=0",             "sandbox.enabled=false"};
+      "sandbox.uid_base=-2",         "sandbox.pid_namespace=false",     "sandbox.private_dev=false",
+      "sandbox.network_namespace=false", "sandbox.file_size_mb=0",      "sandbox.open_files=0",
+      "sandbox.processes=0",         "sandbox.enabled=false"};
   return v;
 }
 
@@ -92,7 +146,14 @@ ProbeResult probe_sandbox(const JudgeConfig& cfg_in, bool cuda, const std::strin
   int uid = resolve_uid_base(cfg.sandbox, cfg.python);
   ProbeResult r;
   r.variant = variant;
+  r.mode = describe_sandbox(cfg.sandbox, uid);
   Timer t;
+  try {
+    check_sandbox_settings(cfg.sandbox, uid);
+  } catch (const Error& e) {  // a variant the judge refuses (e.g. private_dev=false as uid 0)
+    r.detail = str("refused: ", e.what());
+    return r;
+  }
   {
     Scratch s(root + "/probe", uid);
     auto o = sandboxed_python(cfg.sandbox, cfg.python, {"-c", kProbe, cuda ? "1" : "0", root + "/escape"}, s.path(),
@@ -106,7 +167,6 @@ ProbeResult probe_sandbox(const JudgeConfig& cfg_in, bool cuda, const std::strin
     if (j.is_object()) {
       r.ok = j.value("ok", false);
       r.detail = j.value("detail", "");
-      r.write_outside_blocked = !j.value("write_outside", true);
       r.network_blocked = !j.value("network", true);
     } else {
       r.detail = str("the probe ", res.status.describe(), ": ", last_line(res.err));
@@ -116,6 +176,35 @@ ProbeResult probe_sandbox(const JudgeConfig& cfg_in, bool cuda, const std::strin
       size_t at = res.err.find("CUDA initialization");
       if (at != std::string::npos) r.detail += " [stderr: " + res.err.substr(at, res.err.find('\n', at) - at) + "]";
     }
+  }
+  // Leak probes: one candidate leaves files, the next (another slot's uid, another scratch) looks.
+  {
+    const std::string name = str("dice_doctor_leak_", std::random_device{}(), "_", getpid());
+    std::vector<std::string> dirs = {"/", "/tmp", "/var/tmp", "/dev/shm", "/dev", "/run", "/run/lock", root};
+    for (const auto& w : world_writable_dirs(root))
+      if (std::find(dirs.begin(), dirs.end(), w) == dirs.end()) dirs.push_back(w);
+    auto stage = [&](const std::string& mode, int slot) {
+      int u = uid >= 0 ? uid + slot : uid;
+      Scratch s(str(root, "/leak", slot), u);
+      std::vector<std::string> args = {"-c", kLeakProbe, mode, name};
+      args.insert(args.end(), dirs.begin(), dirs.end());
+      auto o = sandboxed_python(cfg.sandbox, cfg.python, args, s.path(), {}, u, false, {});
+      o.pipe_stdin = false;
+      o.result_pipe = false;
+      auto res = proc::run(o, 60);
+      return nlohmann::json::parse(last_line(res.out), nullptr, false);
+    };
+    auto w = stage("write", 0);
+    auto l = stage("look", 1);
+    if (w.is_object()) {
+      r.written = w.value("written", std::vector<std::string>{});
+      r.remount_blocked = !w.value("remount", true);
+      r.write_outside_blocked = r.written.empty();
+    } else {
+      r.written = {"(the leak probe did not run)"};
+    }
+    if (l.is_object()) r.seen = l.value("seen", std::vector<std::string>{});
+    for (const auto& d : dirs) ::unlink((d + "/" + name).c_str());  // what leaked, cleaned up
   }
   if (cfg.scratch_root.empty()) fs::remove_tree(root);
   r.seconds = t.elapsed_s();

@@ -207,27 +207,32 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   impl_->pool = std::make_unique<CompilePool>(cs);
 
   // CUDA inside the sandbox: checked now, so a machine where it cannot work fails with a way
-  // forward instead of judge_error for every candidate. gVisor (the GPU node) refuses CUDA under
-  // the read-only view of the file system; there the executors drop only that protection, when
-  // they run as a sandbox uid (which cannot write outside scratch anyway).
+  // forward instead of judge_error for every candidate. CUDA starts under the read-only view
+  // (/proc stays writable for it). A runtime that refuses the device nodes bound into the private
+  // /dev (gVisor refuses device opens for writing under a read-only mount) gets /dev as it is
+  // instead, only when the executors run as a sandbox uid other than 0 (which cannot create files
+  // there). The probe also leaves files as one slot and looks for them as the next.
   SandboxConfig exec_sandbox = cfg_.sandbox;
   if (impl_->cuda && cfg_.sandbox.enabled) {
     JudgeConfig c = cfg_;
     c.sandbox.uid_base = impl_->uid_base >= 0 ? impl_->uid_base : -2;
     auto p = probe_sandbox(c, true, "as configured");
-    if (!p.ok && c.sandbox.readonly_root && impl_->uid_base >= 0) {
-      c.sandbox.readonly_root = false;
-      auto q = probe_sandbox(c, true, "sandbox.readonly_root=false");
+    if (!p.ok && c.sandbox.private_dev && impl_->uid_base > 0) {
+      c.sandbox.private_dev = false;
+      auto q = probe_sandbox(c, true, "sandbox.private_dev=false");
       if (q.ok) {
-        log::warn("judge: CUDA does not start under the read-only file-system view here (", p.detail,
-                  "); executors run without it (sandbox.readonly_root=false), as uid ", impl_->uid_base,
-                  "+slot, which cannot write outside its scratch directory");
-        exec_sandbox.readonly_root = false;
+        log::warn("judge: CUDA does not start with the private /dev here (", p.detail,
+                  "); executors keep /dev as it is (sandbox.private_dev=false), as uid ", impl_->uid_base,
+                  "+slot, which cannot create files there");
+        exec_sandbox.private_dev = false;
         p = q;
       }
     }
     DICE_REQUIRE(p.ok, "CUDA does not work inside the judge's sandbox on this machine (", p.detail,
-                 "). `dice doctor --set device=cuda` finds which sandbox setting to switch off");
+                 "). `dice doctor --set device=cuda` shows which protection stops it");
+    if (!p.written.empty() || !p.seen.empty() || !p.remount_blocked)
+      log::warn("judge: the sandbox does not hold on this machine (`dice doctor --set device=cuda` shows where)");
+    log::info("judge: CUDA executors: ", describe_sandbox(exec_sandbox, impl_->uid_base));
   }
   for (int i = 0; i < cfg_.executors; ++i) {
     ExecutorSettings es;

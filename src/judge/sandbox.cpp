@@ -1,6 +1,7 @@
 // Sandbox plumbing shared by compile workers and executors.
 #include "dice/judge/sandbox.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,7 +62,35 @@ bool readable_by_others(const std::string& path) {
   return true;
 }
 
+void check_sandbox_settings(const SandboxConfig& cfg, int uid) {
+  if (!cfg.enabled) return;  // no sandbox at all: documented as for trusted code only
+  DICE_REQUIRE(cfg.readonly_root,
+               "sandbox.readonly_root=false is not allowed: with a writable file system a candidate could leave "
+               "files in /tmp, /dev/shm or /var/tmp for the next one. Remove the setting: CUDA starts under the "
+               "read-only view (only /proc stays writable); `dice doctor --set device=cuda` shows what this machine "
+               "grants, and sandbox.enabled=false turns the sandbox off for code you trust");
+  DICE_REQUIRE(cfg.mount_namespace,
+               "sandbox.mount_namespace=false is not allowed: without a mount namespace there is no read-only view, "
+               "and a candidate could write outside its scratch directory. Remove the setting (sandbox.enabled=false "
+               "turns the sandbox off for code you trust)");
+  const bool root = uid == 0 || (uid == -1 && geteuid() == 0);
+  DICE_REQUIRE(cfg.private_dev || !root,
+               "sandbox.private_dev=false needs a sandbox uid other than 0: a process that keeps uid 0 could create "
+               "files in /dev for the next candidate. Set sandbox.uid_base to -1 (automatic) or a uid such as 60000");
+}
+
+std::string describe_sandbox(const SandboxConfig& cfg, int uid) {
+  if (!cfg.enabled) return "no sandbox (sandbox.enabled=false): candidates run as this process, with its rights";
+  std::string who = uid >= 0 ? str("uid ", uid) : str("the caller's uid ", geteuid());
+  if (uid == 0 || (uid < 0 && geteuid() == 0)) who += " without capabilities";
+  return str(who, "; read-only file system except the scratch directory and /proc (/proc/sys read-only); ",
+             cfg.private_dev ? "private /dev (read-only, only null zero full random urandom tty nvidia*)"
+                             : "/dev as it is (not writable by the sandbox uid)",
+             cfg.network_namespace ? "; no network" : "; network shared", cfg.pid_namespace ? "; own pid namespace" : "");
+}
+
 int resolve_uid_base(const SandboxConfig& cfg, const std::string& python) {
+  check_sandbox_settings(cfg, -2);
   if (!cfg.enabled || cfg.uid_base == -2) return -1;
   if (cfg.uid_base >= 0) return cfg.uid_base;
   if (geteuid() != 0) return -1;
@@ -82,7 +111,8 @@ int resolve_uid_base(const SandboxConfig& cfg, const std::string& python) {
     }
   }
   if (!readable_by_others(exe)) {
-    log::warn("judge: ", exe, " is not readable by other users; sandboxed processes keep uid 0 (no per-slot process limit)");
+    log::warn("judge: ", exe, " is not readable by other users; sandboxed processes keep uid 0 without capabilities "
+              "(no per-slot process limit)");
     return -1;
   }
   return 60000;
@@ -92,6 +122,7 @@ proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string&
                                     const std::vector<std::string>& args, const std::string& scratch,
                                     const std::vector<std::string>& extra_writable, int uid, bool cuda,
                                     const std::vector<std::string>& extra_env) {
+  check_sandbox_settings(cfg, uid);
   proc::SpawnOptions o;
   o.argv = {python};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -123,8 +154,25 @@ proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string&
   sb.new_mount = cfg.mount_namespace;
   sb.new_pid = cfg.pid_namespace;
   sb.readonly_root = cfg.readonly_root;
+  sb.private_dev = cfg.private_dev;
   sb.writable_paths = {scratch};
   for (const auto& w : extra_writable) sb.writable_paths.push_back(w);
+  if (uid < 0 && cfg.enabled) {
+    // The uid is kept, so the other slots' private (0700) scratch directories beside this one
+    // belong to the same uid: hidden behind an empty tmpfs. (Made later: see docs/judge-sandbox.md.)
+    std::string parent = scratch.substr(0, scratch.find_last_of('/'));
+    if (DIR* d = parent.empty() ? nullptr : opendir(parent.c_str())) {
+      while (struct dirent* e = readdir(d)) {
+        std::string name = e->d_name, path = parent + "/" + name;
+        struct stat st;
+        if (name == "." || name == ".." || path == scratch || lstat(path.c_str(), &st) != 0) continue;
+        if (S_ISDIR(st.st_mode) && (st.st_mode & 0077) == 0 &&
+            std::find(extra_writable.begin(), extra_writable.end(), path) == extra_writable.end())
+          sb.hidden_paths.push_back(path);
+      }
+      closedir(d);
+    }
+  }
   sb.file_size_bytes = cfg.file_size_mb << 20;
   sb.address_space_bytes = cuda ? 0 : (cfg.memory_mb << 20);
   sb.open_files = cfg.open_files;

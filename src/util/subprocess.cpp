@@ -1,6 +1,7 @@
 // Child processes with pipes, timeouts, process-group kill and an optional namespace sandbox.
 #include "dice/util/subprocess.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +48,30 @@ std::string ExitStatus::describe() const {
 }
 
 namespace {
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef PR_SET_NO_NEW_PRIVS
+#define PR_SET_NO_NEW_PRIVS 38
+#endif
+
+// The raw capset/capget interface (no libcap; <linux/capability.h> is not on every machine).
+struct CapHeader {
+  uint32_t version = 0x20080522;  // _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
+  int pid = 0;
+};
+struct CapData {
+  uint32_t effective = 0, permitted = 0, inheritable = 0;
+};
+
+// Kernel-wide knobs under /proc that a process keeping uid 0 could otherwise write (the file
+// owner is root): bound read-only over the fresh procfs. The rest of /proc stays writable.
+constexpr const char* kProcReadOnly[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus",
+                                         "/proc/fs", "/proc/acpi", "/proc/scsi", "/proc/sysvipc"};
+// Device nodes bound into the private /dev (besides every /dev/nvidia*, for CUDA).
+constexpr const char* kDevNodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
 // --- helpers usable between fork and exec (no allocation) ---
 
@@ -97,7 +123,7 @@ bool under(const char* path, const char* dir) {
 
 // Everything the child needs, prepared before fork so the child never allocates.
 struct ChildPlan {
-  std::vector<std::string> argv_s, env_s, writable_s;
+  std::vector<std::string> argv_s, env_s, writable_s, hidden_s, dev_nodes_s;
   std::vector<char*> argv, env;
   std::string exe, cwd;
   SandboxOptions sb;
@@ -113,8 +139,15 @@ void set_limit(int res, long v) {
   setrlimit(res, &rl);
 }
 
-// Remounts every mount read-only except the writable paths. Returns false if "/" stayed writable.
-bool make_readonly(ChildPlan& p) {
+bool is_dev_node(const ChildPlan& p, const char* path) {
+  for (auto& d : p.dev_nodes_s)
+    if (strcmp(d.c_str(), path) == 0) return true;
+  return false;
+}
+
+// Remounts every mount read-only except the writable paths, /proc and the bound device nodes;
+// /dev also nodev with a private /dev. Returns false if "/" stayed writable; dev_ok: /dev went.
+bool make_readonly(ChildPlan& p, bool& dev_ok) {
   int fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   size_t n = 0;
@@ -141,13 +174,18 @@ bool make_readonly(ChildPlan& p) {
       char* end = strchr(f, ' ');
       if (end) *end = '\0';
       bool keep = strchr(f, '\\') != nullptr;  // escaped names: leave alone
-      // /dev itself stays as it is: a read-only mount does not stop writes to device nodes on Linux,
-      // but gVisor refuses to open them for writing there, and CUDA opens /dev/nvidia* read-write
-      // (cuInit then fails with error 304). Its sub-mounts (/dev/shm, /dev/mqueue) still go read-only.
-      keep = keep || strcmp(f, "/dev") == 0;
+      // /proc stays writable: CUDA's cuInit fails with error 304 under a read-only /proc (seen on
+      // the GPU node); its kernel-wide parts were bound read-only before (kProcReadOnly).
+      keep = keep || strcmp(f, "/proc") == 0;
+      // Device nodes bound into the private /dev keep their own (writable, dev) mount: gVisor
+      // refuses to open a device node for writing under a read-only mount, and CUDA opens
+      // /dev/nvidia* read-write. Without a private /dev, /dev stays as it is.
+      const bool dev = strcmp(f, "/dev") == 0;
+      keep = keep || is_dev_node(p, f) || (dev && !p.sb.private_dev);
       for (auto& w : p.writable_s) keep = keep || under(f, w.c_str());
       if (!keep) {
         unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+        if (dev) flags |= MS_NODEV | MS_NOSUID | MS_NOEXEC;  // only the bound nodes open
         struct statvfs sv;
         if (statvfs(f, &sv) == 0) {
           if (sv.f_flag & ST_NOSUID) flags |= MS_NOSUID;
@@ -156,6 +194,7 @@ bool make_readonly(ChildPlan& p) {
         }
         int rc = mount(nullptr, f, nullptr, flags, nullptr);
         if (rc == 0 && strcmp(f, "/") == 0) root_ok = true;
+        if (rc == 0 && dev) dev_ok = true;
       }
     }
     line = next;
@@ -174,8 +213,32 @@ bool make_readonly(ChildPlan& p) {
     if (p.sb.readonly_root) {
       bool ok = true;
       for (auto& w : p.writable_s) ok = ok && mount(w.c_str(), w.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0;
-      if (ok && make_readonly(p)) applied(st, "ro_root");
+      bool proc_ok = true;
+      for (const char* q : kProcReadOnly)
+        if (access(q, F_OK) == 0) proc_ok = mount(q, q, nullptr, MS_BIND | MS_REC, nullptr) == 0 && proc_ok;
+      bool nodes_ok = true;
+      if (p.sb.private_dev) {
+        struct stat dev_st, root_st;  // /dev must be a mount of its own to go nodev
+        if (stat("/dev", &dev_st) == 0 && stat("/", &root_st) == 0 && dev_st.st_dev == root_st.st_dev)
+          nodes_ok = mount("/dev", "/dev", nullptr, MS_BIND, nullptr) == 0;
+        for (auto& d : p.dev_nodes_s) nodes_ok = mount(d.c_str(), d.c_str(), nullptr, MS_BIND, nullptr) == 0 && nodes_ok;
+      }
+      bool dev_ok = false;
+      if (ok && make_readonly(p, dev_ok)) applied(st, "ro_root");
       else missing(st, "ro_root");
+      if (proc_ok) applied(st, "proc_ro");
+      else missing(st, "proc_ro");
+      if (p.sb.private_dev) {
+        if (nodes_ok && dev_ok) applied(st, "private_dev");
+        else missing(st, "private_dev");
+      }
+    }
+    if (!p.hidden_s.empty()) {
+      bool ok = true;
+      for (auto& h : p.hidden_s)
+        ok = mount("tmpfs", h.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0") == 0 && ok;
+      if (ok) applied(st, "hidden");
+      else missing(st, "hidden");
     }
   } else if (p.sb.enabled && p.sb.readonly_root) {
     missing(st, "ro_root");
@@ -190,10 +253,30 @@ bool make_readonly(ChildPlan& p) {
     set_limit(RLIMIT_NOFILE, p.sb.open_files);
   }
   if (!p.cwd.empty() && chdir(p.cwd.c_str()) != 0) die(st, "chdir");
+  if (p.sb.enabled) {
+    // The bounding set needs CAP_SETPCAP to shrink: before setuid. Past the last capability the
+    // kernel answers EINVAL; EPERM (a caller without capabilities) leaves nothing to drop.
+    for (int c = 0; c < 64; ++c)
+      if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno == EINVAL) break;
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  }
   if (p.sb.enabled && p.sb.uid >= 0) {
     gid_t g = static_cast<gid_t>(p.sb.uid);
     if (setgroups(0, nullptr) == 0 && setgid(g) == 0 && setuid(static_cast<uid_t>(p.sb.uid)) == 0) applied(st, "uid");
     else missing(st, "uid");
+  }
+  if (p.sb.enabled) {
+    // uid 0 kept (or a caller with capabilities): empty every set; setuid above already emptied
+    // them for another uid. no_new_privs: no exec (setuid binary, file capabilities) regains any.
+    CapHeader h;
+    CapData zero[2];
+    syscall(SYS_capset, &h, zero);
+    bool nnp = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
+    CapData now[2];
+    bool none = syscall(SYS_capget, &h, now) == 0;
+    for (auto& d : now) none = none && d.effective == 0 && d.permitted == 0 && d.inheritable == 0;
+    if (none && nnp) applied(st, "nocaps");
+    else missing(st, "nocaps");
   }
   // Parent death = the intermediate pid-namespace parent (single-threaded). Not for a direct
   // child: PDEATHSIG fires when the spawning *thread* exits, and callers spawn from worker threads.
@@ -228,8 +311,12 @@ bool make_readonly(ChildPlan& p) {
     if (p.sb.new_net) {
       if (unshare(CLONE_NEWNET) == 0) applied(st, "netns");
       else missing(st, "netns");
+      if (unshare(CLONE_NEWUTS) == 0) applied(st, "utsns");  // hostname: not the machine's
+      else missing(st, "utsns");
     }
     if (p.sb.new_mount) {
+      if (unshare(CLONE_NEWIPC) == 0) applied(st, "ipcns");  // SysV shm/semaphores, POSIX queues
+      else missing(st, "ipcns");
       if (unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
         mount_ns = true;
         applied(st, "mountns");
@@ -315,6 +402,26 @@ Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
     char buf[PATH_MAX];
     DICE_REQUIRE(realpath(w.c_str(), buf) != nullptr, "sandbox writable path '", w, "' does not exist");
     p.writable_s.emplace_back(buf);
+  }
+  for (const auto& h : opts.sandbox.hidden_paths) {
+    char buf[PATH_MAX];
+    if (realpath(h.c_str(), buf) != nullptr) p.hidden_s.emplace_back(buf);  // gone: nothing to hide
+  }
+  if (opts.sandbox.enabled && opts.sandbox.readonly_root && opts.sandbox.private_dev) {
+    // Character devices only: the basic ones, and /dev/nvidia* and /dev/nvidia-caps/* for CUDA.
+    auto add = [&](const std::string& path) {
+      struct stat dst;
+      if (lstat(path.c_str(), &dst) == 0 && S_ISCHR(dst.st_mode)) p.dev_nodes_s.push_back(path);
+    };
+    for (const char* n : kDevNodes) add(std::string("/dev/") + n);
+    // POSIX readdir: std::filesystem resolves to LibTorch's exported copy in some binaries.
+    for (const std::string& dir : {std::string("/dev"), std::string("/dev/nvidia-caps")}) {
+      DIR* d = opendir(dir.c_str());
+      if (!d) continue;
+      while (struct dirent* e = readdir(d))
+        if (dir != "/dev" || strncmp(e->d_name, "nvidia", 6) == 0) add(dir + "/" + e->d_name);
+      closedir(d);
+    }
   }
   p.mountinfo.resize(1 << 20);
   p.pipe_stdin = opts.pipe_stdin;

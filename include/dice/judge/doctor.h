@@ -14,8 +14,16 @@ struct ProbeResult {
   std::string variant;  // "as configured", or the --set override that made this variant
   bool ok = false;      // torch imported (and a CUDA op ran, when cuda)
   std::string detail;   // a short description: device name, or the error
-  bool write_outside_blocked = false;
+  bool write_outside_blocked = false;  // the first leak probe wrote nowhere outside its scratch
   bool network_blocked = false;
+  // Leak probes (no torch): the first, as the sandbox uid of slot 0, tries to leave a file in /,
+  // /tmp, /var/tmp, /dev/shm, /dev, /run, /run/lock, beside its scratch directory, in every
+  // world-writable directory found, and to write /proc/sys and remount / writable; the second, as
+  // the next slot's uid, looks for those files. `written`: where the first succeeded; `seen`: what
+  // the second found; both empty when the sandbox holds.
+  std::vector<std::string> written, seen;
+  bool remount_blocked = false;
+  std::string mode;  // describe_sandbox() of this variant
   std::vector<std::string> applied, missing;  // protections (subprocess.h names)
   double seconds = 0;
 };

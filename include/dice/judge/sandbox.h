@@ -11,7 +11,8 @@ struct SandboxConfig {
   bool enabled = true;
   // Each sandbox slot runs as uid_base + slot, so RLIMIT_NPROC is per slot (a fork bomb in one
   // slot cannot starve another). -1: automatic (60000 when the judge runs as root and the
-  // interpreter is readable by others, else the caller's uid); -2: never change the uid.
+  // interpreter is readable by others, else the caller's uid); -2: never change the uid. A
+  // sandboxed process that keeps uid 0 has no capabilities (docs/judge-sandbox.md).
   int uid_base = -1;
   long processes = 256;
   long open_files = 1024;
@@ -20,7 +21,8 @@ struct SandboxConfig {
   bool network_namespace = true;
   bool mount_namespace = true;
   bool pid_namespace = true;
-  bool readonly_root = true;
+  bool readonly_root = true;  // false is refused: it let candidates leave files for each other
+  bool private_dev = true;    // false (only with a sandbox uid other than 0): /dev as it is
   std::vector<std::string> env_passthrough = {"CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
                                               "NVIDIA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST"};
 
@@ -34,7 +36,10 @@ struct SandboxConfig {
     v("network_namespace", network_namespace, "unshare the network namespace");
     v("mount_namespace", mount_namespace, "unshare the mount namespace");
     v("pid_namespace", pid_namespace, "unshare the pid namespace");
-    v("readonly_root", readonly_root, "remount everything read-only except scratch (and the build cache)");
+    v("readonly_root", readonly_root, "remount everything read-only except scratch and /proc (must stay true)");
+    v("private_dev", private_dev,
+      "read-only nodev /dev with only null, zero, full, random, urandom, tty, nvidia* (false: /dev as it is, "
+      "for runtimes that refuse device nodes otherwise; needs a sandbox uid other than 0)");
     v("env_passthrough", env_passthrough, "environment variables copied into the sandbox");
   }
 };
@@ -58,7 +63,17 @@ class Scratch {
 bool readable_by_others(const std::string& path);
 
 // Resolves uid_base = -1 to a concrete choice for this process and interpreter; -2 -> -1 (keep).
+// Throws dice::Error for a setting that would open the sandbox (check_sandbox_settings).
 int resolve_uid_base(const SandboxConfig& cfg, const std::string& python);
+
+// Refuses, with a sentence, the settings under which a candidate could write outside its scratch
+// directory or leave files for the next one: readonly_root=false, mount_namespace=false, and
+// private_dev=false for a process that keeps uid 0. `uid` as resolved (-1: the caller's);
+// uid < -1 checks only what does not depend on it.
+void check_sandbox_settings(const SandboxConfig& cfg, int uid);
+
+// One sentence for logs and `dice doctor`: the uid, the file-system view, what stays writable.
+std::string describe_sandbox(const SandboxConfig& cfg, int uid);
 
 // Spawn options for a sandboxed Python run in `scratch`, with `extra_writable` also writable.
 proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string& python,

@@ -7,6 +7,16 @@
 // Contract: a Subprocess owns its child. Destroying it (or kill()) sends SIGKILL to the child's
 // process group and reaps it; with a pid namespace every process the child started dies with it.
 // Protections that the kernel refused (EPERM) are skipped and listed in protections_missing().
+//
+// The read-only view (readonly_root, in the child's own mount namespace): every mount is remounted
+// read-only except the writable paths and /proc (a fresh procfs with a pid namespace; CUDA's cuInit
+// fails with error 304 under a read-only /proc), whose kernel-wide parts (/proc/sys, sysrq-trigger,
+// irq, bus, fs, ...) are bound read-only. /dev is read-only and nodev with only the device nodes a
+// program needs (null, zero, full, random, urandom, tty, nvidia*) bound back in (private_dev), or
+// left as it is (private_dev=false; only safe for a non-root uid, which cannot create files there).
+// Hidden paths get an empty read-only tmpfs over them. A sandboxed child never keeps a capability:
+// the bounding, ambient, effective, permitted and inheritable sets are emptied and no_new_privs is
+// set, so a child that keeps uid 0 cannot remount, chown, mknod or bypass file permissions.
 #include <sys/types.h>
 
 #include <cstddef>
@@ -21,7 +31,9 @@ struct SandboxOptions {
   bool new_mount = true;     // CLONE_NEWNS: needed for the read-only view
   bool new_pid = true;       // CLONE_NEWPID: all descendants die with the child
   bool readonly_root = true; // remount every mount read-only except writable_paths (needs new_mount)
+  bool private_dev = true;   // read-only nodev /dev with only the needed device nodes (readonly_root)
   std::vector<std::string> writable_paths;  // stay writable (the scratch dir, a build cache)
+  std::vector<std::string> hidden_paths;    // covered by an empty read-only tmpfs (needs new_mount)
   // rlimits; 0 = leave unchanged.
   long cpu_s = 0;
   long address_space_bytes = 0;  // do not set for CUDA processes (they reserve huge VA ranges)
@@ -67,7 +79,8 @@ class Subprocess {
 
   pid_t pid() const { return pid_; }
   bool running();
-  // Protections applied / refused by the kernel, e.g. "netns", "mountns", "pidns", "ro_root", "uid".
+  // Protections applied / refused by the kernel, e.g. "netns", "ipcns", "utsns", "mountns", "pidns",
+  // "procfs", "ro_root", "private_dev", "proc_ro", "hidden", "uid", "nocaps".
   const std::vector<std::string>& protections() const { return applied_; }
   const std::vector<std::string>& protections_missing() const { return missing_; }
 
