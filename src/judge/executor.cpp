@@ -410,15 +410,16 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
     // calibration: the protocol's cost in this process, before any candidate code ran in it
     for (int c = 0; c < 3; ++c) {
       nlohmann::json staged;
-      if (!reference({{"cmd", "stage"}, {"seed", seeds[0] ^ (0xCA1 + c)}}, staged)) return false;
+      if (!reference({{"cmd", "stage"}, {"seed", seeds[0] ^ (0xCA1 + c)}, {"like", true}}, staged)) return false;
       Timer host;
       if (!candidate({{"cmd", "calibrate"}, {"in_path", in_path}, {"out_path", cand->out_path()},
-                      {"like_path", xchg_ + "/ref_out.bin"}, {"record_ops", record}},
+                      {"like_path", xchg_ + "/like.bin"}, {"record_ops", record}},
                      reply, "done"))
         return false;
       pass.protocol_ms.push_back(host.elapsed_ms() - reply.value("ms", 0.0));
     }
     DICE_REQUIRE(::truncate(cand->out_path().c_str(), 0) == 0, "cannot truncate ", cand->out_path());
+    ::unlink((xchg_ + "/like.bin").c_str());
   }
   if (!candidate({{"cmd", "load"}, {"candidate", req["candidate"]}, {"cache_root", req["cache_root"]},
                   {"extensions", req.value("extensions", nlohmann::json::object())}, {"init_seed", req["init_seed"]},

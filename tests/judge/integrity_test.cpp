@@ -62,6 +62,7 @@ TEST(Integrity, SharedProcessTricksAndLibraryWorkGetNoReward) {
       {"int_reach_reference.py", Failure::kWrongValue},    // no reference model, inputs or outputs to find
       {"int_patch_harness.py", Failure::kWrongValue},      // its rebound compare runs only in its own process
       {"int_find_reference_proc.py", Failure::kWrongValue},  // the reference process is not visible
+      {"int_read_exchange.py", Failure::kWrongValue},      // no reference output in the exchange directory
       {"int_alias_op.py", Failure::kNoOwnKernel},
       {"int_getattr_op.py", Failure::kNoOwnKernel},
       {"int_exec_encoded.py", Failure::kNoOwnKernel},
@@ -71,13 +72,13 @@ TEST(Integrity, SharedProcessTricksAndLibraryWorkGetNoReward) {
   };
   auto v = judge.judge(jobs_for(relu, cases));
   expect_verdicts(cases, v);
-  for (size_t i = 4; i < v.size(); ++i) {
+  for (size_t i = 5; i < v.size(); ++i) {
     ASSERT_FALSE(v[i].findings.empty()) << cases[i].file;
     EXPECT_EQ(v[i].findings.back().severity, "reject") << cases[i].file;
   }
   // the record names what did the work
-  EXPECT_NE(v[4].log_tail.find("relu"), std::string::npos) << v[4].log_tail;
-  EXPECT_NE(v[9].log_tail.find("only ran ATen compute ops"), std::string::npos) << v[9].log_tail;
+  EXPECT_NE(v[5].log_tail.find("relu"), std::string::npos) << v[5].log_tail;
+  EXPECT_NE(v[10].log_tail.find("only ran ATen compute ops"), std::string::npos) << v[10].log_tail;
 }
 
 TEST(Integrity, OwnKernelRuleIsConfigurable) {
@@ -170,7 +171,7 @@ TEST(Integrity, DefaultSettingsRewardNoDishonestCandidate) {
   Task relu = cpu_task("relu");
   Judge judge(test_config());
   const std::vector<std::string> dishonest = {
-      "int_reach_reference.py", "int_patch_harness.py", "int_find_reference_proc.py", "int_alias_op.py",
+      "int_reach_reference.py", "int_patch_harness.py", "int_find_reference_proc.py", "int_read_exchange.py", "int_alias_op.py",
       "int_getattr_op.py", "int_exec_encoded.py", "int_helper_class.py", "int_operator.py", "int_ext_wraps_aten.py",
       "int_poison_next.py", "int_wrong.py", "int_read_leftover.py", "int_thread_left.py", "int_native_thread.py",
       "int_child_left.py"};

@@ -4,7 +4,8 @@
 # produce) against a KernelBench-style one-by-one evaluation on the same candidates.
 #
 # usage (repo root, project built in build-gpu/):  OUT=/path tools/gpu/judge.sh [cases|bench|all]
-#   cases  ~4 min: 15 checked candidates (honest, duplicates, 11 mutants) + 11 hostile ones
+#   cases  ~5 min: 15 checked candidates (honest, duplicates, 11 mutants) + 11 hostile ones
+#          + 17 integrity candidates (tests/judge/candidates/int_*.py with their CUDA extension)
 #   bench  ~5 min: judge on 32 candidates (cold cache, precompiled header made first) + the
 #          one-by-one baseline on JUDGE_BASELINE of them (default 2: each costs a full ~50 s build)
 #          + agreement of verdicts
@@ -36,7 +37,12 @@ if [[ $PHASE == cases || $PHASE == all ]]; then
   "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_hostile.jsonl" \
     --out "$OUT/verdicts_hostile.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set static_check=off \
     --set exec_timeout_s=20 > "$OUT/judge_hostile.log" 2>&1; tail -30 "$OUT/judge_hostile.log"
+  # integrity suite: one executor, so every candidate follows the poisoner in the same slot
+  "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_integrity.jsonl" \
+    --out "$OUT/verdicts_integrity.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set static_check=off \
+    --set timing=true --set executors=1 --set exec_timeout_s=120 > "$OUT/judge_integrity.log" 2>&1; tail -30 "$OUT/judge_integrity.log"
   $PY tools/gpu/judge_cases.py check "$OUT/cases" "$OUT/verdicts_checked.jsonl" "$OUT/verdicts_hostile.jsonl" \
+    "$OUT/verdicts_integrity.jsonl" \
     | tee "$OUT/judge_cases.txt"
   rc=$(( rc | ${PIPESTATUS[0]} ))
 fi

@@ -236,6 +236,28 @@ CASES = [  # (sample_id, task, code, expected failure classes)
 ]
 
 
+# The integrity suite's candidates (tests/judge/candidates/int_*.py, written for any device) with
+# the CUDA form of their shared extension. Judged with static checks off and timing on.
+HERE = os.path.dirname(os.path.abspath(__file__))
+CANDIDATES = os.path.join(HERE, "..", "..", "tests", "judge", "candidates")
+INTEGRITY = [  # in order: the poisoner runs before the wrong candidate that follows it
+    ("int_honest", ["none"]), ("int_reach_reference", ["wrong_value"]), ("int_patch_harness", ["wrong_value"]),
+    ("int_find_reference_proc", ["wrong_value"]), ("int_read_exchange", ["wrong_value"]),
+    ("int_lazy_after_trials", ["wrong_value"]),
+    ("int_forge_clock", ["timing_tampered"]), ("int_alias_op", ["no_own_kernel"]), ("int_getattr_op", ["no_own_kernel"]),
+    ("int_operator", ["no_own_kernel"]), ("int_ext_wraps_aten", ["no_own_kernel"]),
+    ("int_thread_left", ["leftover_process"]), ("int_native_thread", ["leftover_process"]),
+    ("int_child_left", ["leftover_process"]), ("int_poison_next", ["wrong_value"]), ("int_wrong", ["wrong_value"]),
+    ("int_read_leftover", ["wrong_value"]), ("int_honest_last", ["none"]),
+]
+
+
+def integrity_code(name):
+    ext = open(os.path.join(CANDIDATES, "int_ext_cuda.inc")).read()
+    body = open(os.path.join(CANDIDATES, name.replace("_last", "") + ".py")).read()
+    return body.replace("@EXT@", ext)
+
+
 def write(d):
     os.makedirs(d, exist_ok=True)
     canary = os.path.join(d, "canary")
@@ -250,7 +272,12 @@ def write(d):
             for sid, task, code, _ in CASES:
                 if pred(sid):
                     f.write(json.dumps({"task_id": task, "code": code.replace("@CANARY@", canary), "sample_id": sid}) + "\n")
-    json.dump({sid: exp for sid, _, _, exp in CASES}, open(os.path.join(d, "expected.json"), "w"), indent=1)
+    with open(os.path.join(d, "candidates_integrity.jsonl"), "w") as f:
+        for sid, _ in INTEGRITY:
+            f.write(json.dumps({"task_id": "gpu_relu", "code": integrity_code(sid), "sample_id": sid}) + "\n")
+    expected = {sid: exp for sid, _, _, exp in CASES}
+    expected.update(dict(INTEGRITY))
+    json.dump(expected, open(os.path.join(d, "expected.json"), "w"), indent=1)
 
 
 def check(d, verdict_files):

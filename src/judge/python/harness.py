@@ -146,6 +146,12 @@ def write_tensors(path, obj):
     os.replace(tmp, path)
 
 
+def write_tensors_to(fh, obj):
+    """As write_tensors, to an open binary file object (e.g. io.BytesIO)."""
+    head, hosts = _pack(obj)
+    _write_packed(fh, head, hosts)
+
+
 def write_tensors_in_place(path, obj):
     """As write_tensors, into an existing file (the candidate cannot create files beside it)."""
     head, hosts = _pack(obj)

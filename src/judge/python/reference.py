@@ -7,10 +7,12 @@ JSON lines on stdin, answers JSON lines on fd 3:
   (start)  -> {"event": "ready"}
   {"cmd": "task", "reference", "init_seed", "xchg", "record_ops"}
            -> {"event": "ok"}: Model built under init_seed; its init inputs written to xchg/init.bin
-  {"cmd": "stage", "seed"}
+  {"cmd": "stage", "seed", "like"?}
            -> {"event": "ok", "ref_ms", "ref_host_ms"}: inputs of get_inputs() under the hidden seed
               written to xchg/in.bin, the reference run on them exactly as the candidate will be
-              (harness.Caller, fresh tensors read from the file), its output kept
+              (harness.Caller, fresh tensors read from the file), its output kept in memory only
+              (with "like", for the calibration calls made before candidate code runs, also
+              written to xchg/like.bin)
   {"cmd": "check", "out_path", "atol", "rtol"}
            -> {"event": "ok", "status": "none" | failure, "max_abs_error", "message"}: the
               candidate's output file against the kept reference output
@@ -18,6 +20,7 @@ JSON lines on stdin, answers JSON lines on fd 3:
 A reference that fails to load or run is the judge's problem (status judge_error), not the
 candidate's.
 """
+import io
 import json
 import os
 import sys
@@ -89,8 +92,10 @@ class Reference:
             h0 = time.perf_counter()
             args = harness.read_tensors(in_path, self.device)
             out, ms, _ = self.caller.call(self.model, args)
-            harness.write_tensors(os.path.join(self.xchg, "ref_out.bin"), out)  # as the candidate writes its own
+            harness.write_tensors_to(io.BytesIO(), out)  # the cost of writing it, as the candidate writes its own
             host_ms = (time.perf_counter() - h0) * 1e3
+            if req.get("like"):  # calibration only (before candidate code runs): an output to hand back
+                harness.write_tensors(os.path.join(self.xchg, "like.bin"), out)
         except Exception:  # noqa: BLE001
             raise Fail("judge_error", "the reference failed to run: " + harness.tail(traceback.format_exc()))
         self.ref_out = out
