@@ -191,3 +191,37 @@ TEST(Subprocess, PidNamespaceKillsDescendantsThatLeftTheGroup) {
   sleep(3);
   if (has(r.protections, "pidns")) EXPECT_FALSE(dice::fs::exists(dir + "/survivor"));
 }
+
+// A child that keeps uid 0 has no capability left, sees a /dev with only the basic nodes (a disk
+// or loop device of the machine cannot be opened), cannot create files in /dev, and can still use
+// /dev/null.
+TEST(Subprocess, SandboxAsRootHasNoCapabilitiesAndAPrivateDev) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (CI runs as root)";
+  std::string block;  // a block device of this machine, if any
+  for (const char* b : {"/dev/loop0", "/dev/vda", "/dev/sda", "/dev/nvme0n1", "/dev/xvda"}) {
+    struct stat st;
+    if (stat(b, &st) == 0 && S_ISBLK(st.st_mode)) {
+      block = b;
+      break;
+    }
+  }
+  std::string scratch = dice::fs::make_temp_dir("dice_sp_scratch_");
+  auto o = sh("grep -E '^Cap(Eff|Prm|Inh|Bnd|Amb)' /proc/self/status; echo x > /dev/null && echo null_ok; "
+              "(: > /dev/dice_sp_planted) 2>/dev/null && echo dev_written; "
+              "(echo 1 > /proc/sys/kernel/printk_ratelimit) 2>/dev/null && echo sysctl_written; " +
+              (block.empty() ? std::string() : "(head -c1 " + block + " > /dev/null) 2>/dev/null && echo block_read; "));
+  o.cwd = scratch;
+  o.sandbox.enabled = true;
+  o.sandbox.writable_paths = {scratch};
+  RunResult r = dice::proc::run(o, 20);
+  ::unlink("/dev/dice_sp_planted");
+  ASSERT_TRUE(has(r.protections, "nocaps") && has(r.protections, "private_dev") && has(r.protections, "proc_ro"))
+      << r.err;
+  for (const char* set : {"CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"})
+    EXPECT_NE(r.out.find(std::string(set) + ":\t0000000000000000"), std::string::npos) << set << "\n" << r.out;
+  EXPECT_NE(r.out.find("null_ok"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("dev_written"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("sysctl_written"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("block_read"), std::string::npos) << block << "\n" << r.out;
+  dice::fs::remove_tree(scratch);
+}
