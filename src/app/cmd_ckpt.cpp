@@ -8,6 +8,7 @@
 
 #include "dice/ckpt/checkpoint.h"
 #include "dice/ckpt/hf.h"
+#include "dice/text/tokenizer.h"
 #include "dice/util/error.h"
 #include "subcommand.h"
 
@@ -19,7 +20,9 @@ namespace stdfs = std::filesystem;
 // A checkpoint directory itself, or the newest complete checkpoint of a run directory (found with
 // `verify_search`; *searched_verified tells whether that search already verified the checksums).
 std::string resolve_checkpoint(const std::string& path, bool verify_search, bool* searched_verified = nullptr) {
-  DICE_REQUIRE(stdfs::is_directory(path), "checkpoint ", path, " does not exist");
+  DICE_REQUIRE(stdfs::exists(path), "checkpoint ", path, " does not exist");
+  DICE_REQUIRE(stdfs::is_directory(path), "checkpoint ", path,
+               " is a file; pass a checkpoint folder (step_N/) or a run folder.");
   if (searched_verified) *searched_verified = false;
   if (stdfs::exists(stdfs::path(path) / "state.h5") || stdfs::exists(stdfs::path(path) / "model.h5")) return path;
   auto latest = ckpt::find_latest_complete(path, verify_search);
@@ -33,6 +36,25 @@ std::string resolve_data_path(const std::string& p) {
   if (p.empty() || stdfs::path(p).is_absolute() || stdfs::exists(p)) return p;
   stdfs::path in_tree = stdfs::path(DICE_SOURCE_DIR) / p;
   return stdfs::exists(in_tree) ? in_tree.string() : p;
+}
+
+// The model's vocabulary must hold every tokenizer id, and its mask token must be the tokenizer's
+// mask token or, when the tokenizer has none (init adds <|MASK|>), an id past the tokenizer's.
+void check_vocabulary(const model::ModelConfig& cfg, const std::string& tok_dir) {
+  if (tok_dir.empty() || !stdfs::is_regular_file(stdfs::path(tok_dir) / "tokenizer.json")) return;  // init names it
+  auto tok = text::Tokenizer::from_dir(tok_dir);
+  DICE_REQUIRE(cfg.vocab_size >= tok.vocab_size(), "model.vocab_size ", cfg.vocab_size,
+               " is smaller than the tokenizer's (", tok.vocab_size(), " ids in ", tok_dir,
+               "): its tokens would fall outside the embedding; set model.vocab_size >= ", tok.vocab_size(), ".");
+  if (tok.has_mask_token()) {
+    DICE_REQUIRE(cfg.mask_token_id == tok.mask_token_id(), "model.mask_token_id ", cfg.mask_token_id,
+                 " is not the tokenizer's mask token (", tok.mask_token_id(), " in ", tok_dir, "); set it to ",
+                 tok.mask_token_id(), ".");
+  } else {
+    DICE_REQUIRE(cfg.mask_token_id >= tok.vocab_size(), "model.mask_token_id ", cfg.mask_token_id,
+                 " is an ordinary token of the tokenizer in ", tok_dir, " (ids 0..", tok.vocab_size() - 1,
+                 "); <|MASK|> needs an id of its own: set it to ", tok.vocab_size(), " or above (and below vocab_size).");
+  }
 }
 
 void setup_info(CLI::App& cmd) {
@@ -64,13 +86,15 @@ void setup_import(CLI::App& cmd) {
   struct Args {
     std::string hf, out;
     int64_t step = 0;
+    bool replace = false;
   };
   auto a = std::make_shared<Args>();
   cmd.add_option("--hf", a->hf, "Hugging Face model folder (config.json, safetensors, tokenizer)")->required();
   cmd.add_option("--out", a->out, "run directory; the checkpoint goes to <out>/step_<N>")->required();
   cmd.add_option("--step", a->step, "step number of the checkpoint")->capture_default_str();
+  cmd.add_flag("--replace", a->replace, "replace an existing <out>/step_<N>");
   cmd.callback([a] {
-    std::string dir = ckpt::import_hf(a->hf, a->out, a->step);
+    std::string dir = ckpt::import_hf(a->hf, a->out, a->step, a->replace);
     std::printf("%s\n", dir.c_str());
   });
 }
@@ -80,6 +104,7 @@ void setup_export(CLI::App& cmd) {
     std::string checkpoint, out;
     int64_t max_shard_bytes = 0;
     bool no_verify = false;
+    bool replace = false;
   };
   auto a = std::make_shared<Args>();
   cmd.add_option("--checkpoint", a->checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
@@ -87,10 +112,11 @@ void setup_export(CLI::App& cmd) {
   cmd.add_option("--max-shard-bytes", a->max_shard_bytes, "shard the safetensors (0: one model.safetensors)")
       ->capture_default_str();
   cmd.add_flag("--no-verify", a->no_verify, "skip checksum verification while loading");
+  cmd.add_flag("--replace", a->replace, "replace the model in an existing --out (kept until the new one is whole)");
   cmd.callback([a] {
     bool verified = false;
     std::string dir = resolve_checkpoint(a->checkpoint, !a->no_verify, &verified);
-    ckpt::export_hf(dir, a->out, a->max_shard_bytes, !a->no_verify && !verified);
+    ckpt::export_hf(dir, a->out, a->max_shard_bytes, !a->no_verify && !verified, a->replace);
     std::printf("%s\n", a->out.c_str());
   });
 }
@@ -101,6 +127,7 @@ void setup_init(CLI::App& cmd) {
     std::string preset, out, dtype, tokenizer;
     int64_t seed = -1;
     int64_t max_shard_bytes = -1;
+    bool replace = false;
   };
   auto a = std::make_shared<Args>();
   a->config.add_to(cmd);
@@ -110,6 +137,7 @@ void setup_init(CLI::App& cmd) {
   cmd.add_option("--dtype", a->dtype, "weight dtype (default: the config's)")->check(CLI::IsMember({"bf16", "fp32"}));
   cmd.add_option("--tokenizer", a->tokenizer, "folder with tokenizer.json (default: the config's, data/qwen3)");
   cmd.add_option("--max-shard-bytes", a->max_shard_bytes, "safetensors shard size (0: automatic)");
+  cmd.add_flag("--replace", a->replace, "replace the model in an existing --out (kept until the new one is whole)");
   cmd.callback([a] {
     DICE_REQUIRE(!a->config.config_path.empty() || !a->preset.empty(),
                  "dice ckpt init needs --config configs/models/<preset>.yaml or --preset NAME");
@@ -128,8 +156,10 @@ void setup_init(CLI::App& cmd) {
     if (!a->dtype.empty()) c.dtype = a->dtype;
     if (!a->tokenizer.empty()) c.tokenizer = a->tokenizer;
     if (a->max_shard_bytes >= 0) c.max_shard_bytes = a->max_shard_bytes;
-    ckpt::init_hf_model(c.model.cfg, a->out, static_cast<uint64_t>(c.seed), c.dtype == "bf16",
-                        resolve_data_path(c.tokenizer), c.max_shard_bytes);
+    const std::string tok_dir = resolve_data_path(c.tokenizer);
+    check_vocabulary(c.model.cfg, tok_dir);
+    ckpt::init_hf_model(c.model.cfg, a->out, static_cast<uint64_t>(c.seed), c.dtype == "bf16", tok_dir,
+                        c.max_shard_bytes, a->replace);
     std::printf("%s\n", a->out.c_str());
   });
 }

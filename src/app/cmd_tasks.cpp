@@ -12,6 +12,7 @@
 #include <map>
 
 #include "dice/judge/metrics.h"
+#include <nlohmann/json.hpp>
 #include "dice/judge/static_check.h"
 #include "dice/judge/task.h"
 #include "dice/util/fs.h"
@@ -142,6 +143,15 @@ struct MetricsArgs {
 
 void run_metrics(const MetricsArgs& a) {
   const auto tasks = judge::load_tasks(a.tasks);
+  // load_verdicts fills absent fields with defaults: a file of candidates would pass as failures.
+  fs::for_each_line(a.verdicts, [&](int lineno, const std::string& line) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    const bool verdict = !j.is_discarded() && j.is_object() &&
+                         ((j.contains("verdict") && j["verdict"].is_object()) || (j.contains("correct") && j.contains("failure")));
+    DICE_REQUIRE(verdict, a.verdicts, ":", lineno, ": not a verdict (no 'correct' and 'failure' fields, no 'verdict' ",
+                 "object). Is it a candidates file? Judge it first: dice judge --tasks ", a.tasks, " --candidates ",
+                 a.verdicts, " --out verdicts.jsonl");
+  });
   const auto verdicts = judge::load_verdicts(a.verdicts);
   const auto m = judge::compute_metrics(verdicts, tasks, a.opts);
   std::printf("%s", judge::metrics_summary(m).c_str());

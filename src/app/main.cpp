@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "dice/util/error.h"
 #include "subcommand.h"
@@ -23,10 +24,25 @@ int main(int argc, char** argv) {
   auto subs = dice::app::subcommands();
   std::sort(subs.begin(), subs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (auto& s : subs) s.setup(*app.add_subcommand(s.name, s.description));
+  // A mistyped command gets its own sentence (CLI11 would say "A subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const auto& s : subs) {
+      known = known || s.name == argv[1];
+      names += (names.empty() ? "" : ", ") + s.name;
+    }
+    if (!known) {
+      std::fprintf(stderr, "dice: error: '%s' is not a dice command (commands: %s; see dice --help).\n", argv[1],
+                   names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);  // prints help, the version, or the error
+    return rc == 0 ? 0 : 2;      // a command-line mistake is a user error: rc 2, like dice::Error
   } catch (const dice::Error& e) {
     std::fprintf(stderr, "dice: error: %s\n", e.what());
     return 2;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "dice/ckpt/checkpoint.h"
 #include "dice/config/config.h"
@@ -49,15 +51,72 @@ std::vector<std::string> copy_present(const std::string& from, const std::string
   return copied;
 }
 
-// Removes weight files a previous export left in out_dir (they would shadow the new ones).
-void remove_old_weights(const std::string& out_dir) {
+bool is_weight_file(const std::string& n) {
+  bool shard = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos && n.size() > 12 &&
+               n.compare(n.size() - 12, 12, ".safetensors") == 0;
+  return shard || n == "model.safetensors" || n == "model.safetensors.index.json";
+}
+
+bool holds_weights(const std::string& dir) {
   std::error_code ec;
-  for (const auto& e : stdfs::directory_iterator(out_dir, ec)) {
-    std::string n = e.path().filename().string();
-    bool shard = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
-                 n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
-    if (shard || n == "model.safetensors" || n == "model.safetensors.index.json") stdfs::remove(e.path(), ec);
+  for (const auto& e : stdfs::directory_iterator(dir, ec))
+    if (is_weight_file(e.path().filename().string())) return true;
+  return false;
+}
+
+// A model folder is written whole beside `out_dir` (out_dir.tmp.<pid>, same file system), then put
+// in its place: a failure (a full disk) leaves the old folder as it was and removes the staging.
+// Files of the old folder that the new one does not write (a README) are carried over; its old
+// weight files are not (they would shadow the new ones).
+class StagedFolder {
+ public:
+  StagedFolder(const std::string& out_dir, bool replace, int64_t need_bytes, const char* what) : out_(out_dir) {
+    DICE_REQUIRE(!stdfs::exists(out_dir) || stdfs::is_directory(out_dir), what, " --out ", out_dir, " is a file; pass a folder.");
+    DICE_REQUIRE(replace || !holds_weights(out_dir), what, " --out ", out_dir,
+                 " already holds a model; pass --replace to replace it (the old one is kept until the new one is whole).");
+    stdfs::path parent = stdfs::absolute(out_dir).parent_path();
+    std::error_code ec;
+    stdfs::create_directories(parent, ec);
+    DICE_REQUIRE(stdfs::is_directory(parent), "cannot create ", parent.string(), ": ", ec.message());
+    auto space = stdfs::space(parent, ec);
+    DICE_REQUIRE(ec || static_cast<int64_t>(space.available) >= need_bytes, what, ": ", parent.string(), " has ",
+                 space.available, " bytes free, but the new model needs ", need_bytes,
+                 " (the old folder stays until the new one is whole); free space or pick another --out.");
+    staged_ = str(stdfs::absolute(out_dir).lexically_normal().string(), ".tmp.", ::getpid());
+    fs::remove_tree(staged_);
+    stdfs::create_directories(staged_, ec);
+    DICE_REQUIRE(stdfs::is_directory(staged_), "cannot create ", staged_, ": ", ec.message());
   }
+  ~StagedFolder() {
+    if (!committed_) fs::remove_tree(staged_);
+  }
+  const std::string& dir() const { return staged_; }
+  void commit() {
+    std::error_code ec;
+    if (stdfs::is_directory(out_)) {
+      for (const auto& e : stdfs::directory_iterator(out_, ec)) {
+        const auto name = e.path().filename();
+        if (is_weight_file(name.string()) || stdfs::exists(stdfs::path(staged_) / name)) continue;
+        stdfs::copy(e.path(), stdfs::path(staged_) / name, stdfs::copy_options::recursive, ec);
+        DICE_REQUIRE(!ec, "cannot carry ", e.path().string(), " over to the new folder: ", ec.message(),
+                     "; the old folder is kept.");
+      }
+    }
+    for (const auto& e : stdfs::directory_iterator(staged_)) fs::fsync_path(e.path().string());
+    fs::fsync_path(staged_);
+    fs::replace_dir(staged_, out_);
+    committed_ = true;
+  }
+
+ private:
+  std::string out_, staged_;
+  bool committed_ = false;
+};
+
+int64_t tensor_bytes(const NamedTensors& t) {
+  int64_t n = 0;
+  for (const auto& [name, v] : t) n += static_cast<int64_t>(v.numel() * v.element_size());
+  return n;
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {
@@ -93,8 +152,11 @@ const std::vector<std::string>& hf_side_files() {
   return files;
 }
 
-std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int64_t step) {
+std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int64_t step, bool replace) {
   DICE_REQUIRE(stdfs::is_directory(hf_dir), "HF folder ", hf_dir, " does not exist");
+  const auto existing = stdfs::path(run_dir) / step_dir_name(step);
+  DICE_REQUIRE(replace || !stdfs::exists(existing), "the run folder ", run_dir, " already holds ", existing.string(),
+               "; pass --replace to replace it, or another --step or --out.");
   model::ModelConfig cfg = model::ModelConfig::from_hf_dir(hf_dir);
   Timer timer;
   NamedTensors tensors = model::load_safetensors(hf_dir);
@@ -110,16 +172,24 @@ std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int
   return dir;
 }
 
-void export_hf(const std::string& ckpt_dir, const std::string& out_dir, int64_t max_shard_bytes, bool verify) {
+void export_hf(const std::string& ckpt_dir, const std::string& out_dir, int64_t max_shard_bytes, bool verify,
+               bool replace) {
   DICE_REQUIRE(max_shard_bytes >= 0, "--max-shard-bytes must be >= 0, got ", max_shard_bytes);
+  auto problems = check_checkpoint(ckpt_dir, /*verify=*/false);
+  DICE_REQUIRE(problems.empty(), "the checkpoint ", ckpt_dir, " cannot be exported: ", problems.empty() ? "" : problems[0],
+               ". Export a complete checkpoint (or the run folder: its latest complete one).");
   Timer timer;
   NamedTensors tensors = load_model(ckpt_dir, verify);
-  std::error_code ec;
-  stdfs::create_directories(out_dir, ec);
-  DICE_REQUIRE(stdfs::is_directory(out_dir), "cannot create ", out_dir, ": ", ec.message());
-  remove_old_weights(out_dir);
-  model::save_hf_weights(out_dir, tensors, max_shard_bytes);
-  auto copied = copy_present(ckpt_dir, out_dir, hf_side_files());
+  StagedFolder staged(out_dir, replace, tensor_bytes(tensors), "ckpt export-hf");
+  std::vector<std::string> copied;
+  try {
+    model::save_hf_weights(staged.dir(), tensors, max_shard_bytes);
+    copied = copy_present(ckpt_dir, staged.dir(), hf_side_files());
+  } catch (const std::exception& e) {
+    throw Error(str("ckpt export-hf: writing ", out_dir, " failed (", e.what(), "); ",
+                    stdfs::exists(out_dir) ? "the old folder is kept as it was." : "nothing was left behind."));
+  }
+  staged.commit();
   if (std::find(copied.begin(), copied.end(), "config.json") == copied.end())
     log::warn("checkpoint ", ckpt_dir, " has no config.json; ", out_dir, " holds the weights only");
   log::info("exported ", tensors.size(), " tensors from ", ckpt_dir, " to ", out_dir, " in ", timer.elapsed_s(), " s");
@@ -134,8 +204,40 @@ ModelInitConfig load_model_init_config(const std::string& yaml_path, const std::
   return c;
 }
 
+void write_init_files(const model::ModelConfig& cfg, const model::ModelConfig& written,
+                      const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& out_dir,
+                      uint64_t seed, torch::Dtype dtype, const std::string& tokenizer_dir, int64_t max_shard_bytes,
+                      int64_t total_bytes);
+
+// One shard is made in memory at once, each tensor first in fp32: refuse before any work when that
+// cannot fit in the memory this machine has available (else the allocation fails mid-way, or the
+// kernel's OOM killer ends the process).
+void check_memory_for_init(const std::map<std::string, std::vector<int64_t>>& shapes, int64_t elem,
+                           int64_t shard_bytes) {
+  int64_t largest = 0;
+  for (const auto& [name, shape] : shapes) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    largest = std::max(largest, n);
+  }
+  const int64_t need = std::max(shard_bytes, largest * elem) + largest * 4;
+  int64_t avail_kb = -1;
+  std::ifstream mi("/proc/meminfo");
+  for (std::string key; mi >> key;) {
+    int64_t v = 0;
+    mi >> v;
+    if (key == "MemAvailable:") { avail_kb = v; break; }
+    mi.ignore(64, '\n');
+  }
+  if (avail_kb < 0) return;
+  DICE_REQUIRE(need <= avail_kb * 1024, "ckpt init: making the weights needs about ", need,
+               " bytes of memory at once (the largest shard plus its largest tensor in fp32), but this machine has ",
+               avail_kb * 1024, " available; set a smaller --max-shard-bytes, or a smaller model (the largest tensor has ",
+               largest, " elements).");
+}
+
 void init_hf_model(const model::ModelConfig& cfg, const std::string& out_dir, uint64_t seed, bool bf16,
-                   const std::string& tokenizer_dir, int64_t max_shard_bytes) {
+                   const std::string& tokenizer_dir, int64_t max_shard_bytes, bool replace) {
   cfg.validate();
   for (auto [name, id] : {std::pair<const char*, int64_t>{"mask_token_id", cfg.mask_token_id},
                           {"bos_token_id", cfg.bos_token_id}, {"eos_token_id", cfg.eos_token_id}})
@@ -146,11 +248,6 @@ void init_hf_model(const model::ModelConfig& cfg, const std::string& out_dir, ui
     DICE_REQUIRE(stdfs::is_regular_file(stdfs::path(tokenizer_dir) / "tokenizer.json"), "tokenizer folder ",
                  tokenizer_dir, " has no tokenizer.json (set `tokenizer:` in the model config or pass --tokenizer)");
   }
-  std::error_code ec;
-  stdfs::create_directories(out_dir, ec);
-  DICE_REQUIRE(stdfs::is_directory(out_dir), "cannot create ", out_dir, ": ", ec.message());
-  remove_old_weights(out_dir);
-
   const torch::Dtype dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
   model::ModelConfig written = cfg;
   written.torch_dtype = bf16 ? "bfloat16" : "float32";
@@ -163,6 +260,26 @@ void init_hf_model(const model::ModelConfig& cfg, const std::string& out_dir, ui
     total_bytes += n;
   }
   if (max_shard_bytes == 0 && total_bytes > kAutoShardBytes) max_shard_bytes = kAutoShardBytes;
+  check_memory_for_init(shapes, elem, max_shard_bytes > 0 ? std::min(max_shard_bytes, total_bytes) : total_bytes);
+  StagedFolder staged(out_dir, replace, total_bytes, "ckpt init");
+  try {
+    write_init_files(cfg, written, shapes, staged.dir(), seed, dtype, tokenizer_dir, max_shard_bytes, total_bytes);
+  } catch (const Error& e) {
+    throw Error(str("ckpt init: writing ", out_dir, " failed: ", e.what(), (stdfs::exists(out_dir) ? " The old folder is kept as it was." : "")));
+  } catch (const std::exception& e) {  // c10::Error, std::bad_alloc: a shard too large for memory
+    throw Error(str("ckpt init: could not create the weights of ", out_dir, " (", e.what(), "); with ", total_bytes,
+                    " bytes of weights, set a smaller --max-shard-bytes (each shard is made in memory at once).",
+                    (stdfs::exists(out_dir) ? " The old folder is kept as it was." : "")));
+  }
+  staged.commit();
+}
+
+void write_init_files(const model::ModelConfig& cfg, const model::ModelConfig& written,
+                      const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& out_dir,
+                      uint64_t seed, torch::Dtype dtype, const std::string& tokenizer_dir, int64_t max_shard_bytes,
+                      int64_t total_bytes) {
+  const bool bf16 = dtype == torch::kBFloat16;
+  const int64_t elem = bf16 ? 2 : 4;
 
   // Shards: greedy in name order, as model::save_hf_weights does.
   std::vector<std::vector<std::string>> shards(1);
@@ -227,8 +344,8 @@ void init_hf_model(const model::ModelConfig& cfg, const std::string& out_dir, ui
       fs::write_file_atomic((out / "added_tokens.json").string(),
                             json({{"<|MASK|>", cfg.mask_token_id}}).dump(2) + "\n");
   }
-  log::info("initialized ", out_dir, ": ", cfg.num_parameters(), " parameters (", total_bytes, " bytes, ",
-            shards.size(), " file(s)) in ", timer.elapsed_s(), " s");
+  log::info("initialized ", cfg.num_parameters(), " parameters (", total_bytes, " bytes, ", shards.size(),
+            " file(s)) in ", timer.elapsed_s(), " s");
 }
 
 }  // namespace dice::ckpt

@@ -20,10 +20,14 @@ namespace dice::ckpt {
 // Files besides the weights that travel with a model: config, generation config, tokenizer.
 const std::vector<std::string>& hf_side_files();
 
-std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int64_t step = 0);
+// An existing <run_dir>/step_<N> is refused unless `replace`.
+std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int64_t step = 0, bool replace = false);
 
+// A checkpoint without its COMPLETE marker is refused. out_dir is written whole beside itself and
+// then put in place: the old folder stays until the new one is whole (a full disk leaves it as it
+// was). An out_dir that already holds weights is refused unless `replace`.
 void export_hf(const std::string& ckpt_dir, const std::string& out_dir, int64_t max_shard_bytes = 0,
-               bool verify = true);
+               bool verify = true, bool replace = false);
 
 // The YAML of configs/models/<preset>.yaml:
 //   preset: sdar-1.7b        # optional base (model::ModelConfig::preset); fields below override it
@@ -78,7 +82,8 @@ ModelInitConfig load_model_init_config(const std::string& yaml_path, const std::
 
 // Writes config.json, generation_config.json, weights and the tokenizer files into out_dir.
 // max_shard_bytes 0: one model.safetensors when the weights fit in 5 GB, else 5 GB shards.
+// Written like export_hf (beside, then put in place; existing weights only with `replace`).
 void init_hf_model(const model::ModelConfig& cfg, const std::string& out_dir, uint64_t seed, bool bf16,
-                   const std::string& tokenizer_dir, int64_t max_shard_bytes = 0);
+                   const std::string& tokenizer_dir, int64_t max_shard_bytes = 0, bool replace = false);
 
 }  // namespace dice::ckpt
