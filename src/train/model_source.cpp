@@ -28,7 +28,7 @@ ModelSource resolve_model(const std::string& path, const std::string& flag) {
     auto problems = ckpt::check_checkpoint(path, /*verify=*/false);
     DICE_REQUIRE(problems.empty(), "the checkpoint ", path, " is not usable: ", problems.empty() ? "" : problems[0],
                  ". Pick a complete one (`dice ckpt info ", stdfs::path(path).parent_path().string(),
-                 "` lists the run's checkpoints), or the run folder to use its latest complete checkpoint.");
+                 "` shows its latest complete one), or pass the run folder to use that.");
     src = {path, true};
   } else if (fs::exists(path + "/config.json")) {
     src = {path, false};
