@@ -95,26 +95,29 @@ PY
   ;;
 lock)
   echo "== two runs into one directory: the second is refused with the holder's host and pid"
-  "$dice" eval --checkpoint model "${eval_args[@]}" --set sampler.max_new_tokens=2048 --set sampler.max_len=4096 \
-    --tasks "$src/configs/tasks/builtin_cpu.jsonl" --out res > first.log 2>&1 &
+  long=(--checkpoint model --tasks "$src/configs/tasks/builtin_cpu.jsonl" --set "judge.cache_root=$work/cache"
+        --set plots=false --set sampler.max_len=4096 --out res)
+  "$dice" eval "${long[@]}" --set sampler.max_new_tokens=2048 > first.log 2>&1 &
   first=$!
-  for _ in $(seq 600); do grep -q "pid $first" res/.dice.lock 2>/dev/null && break; sleep 0.2; done
+  for _ in $(seq 600); do
+    grep -q "pid $first" res/.dice.lock 2>/dev/null && break
+    kill -0 $first 2>/dev/null || break
+    sleep 0.2
+  done
   grep -q "pid $first" res/.dice.lock || { kill -9 $first; cat first.log; fail "the first run never took the lock"; }
-  expect_error "is in use by another dice run (host $(hostname), pid $first)" "$dice" eval --checkpoint model \
-    "${eval_args[@]}" --set sampler.max_new_tokens=2048 --set sampler.max_len=4096 \
-    --tasks "$src/configs/tasks/builtin_cpu.jsonl" --out res
-  echo "== the same for two dice judge runs writing one file"
+  expect_error "is in use by another dice run (host $(hostname), pid $first)" "$dice" eval "${long[@]}" \
+    --set sampler.max_new_tokens=2048
+  echo "== the same for dice judge writing a file another process has locked"
   printf '{"task_id": "builtin_cpu_001_add", "response": "no code"}\n' > cands.jsonl
-  python3 -c "import fcntl, os, sys, time; f = open('v.jsonl.lock', 'w'); f.write('host h, pid 1\n'); f.flush(); fcntl.flock(f, fcntl.LOCK_EX); open('held', 'w').close(); time.sleep(120)" &
+  python3 -c "import fcntl, time; f = open('v.jsonl.lock', 'w'); f.write('host h, pid 1\n'); f.flush(); fcntl.flock(f, fcntl.LOCK_EX); open('held', 'w').close(); time.sleep(120)" &
   holder=$!
   for _ in $(seq 300); do [[ -e held ]] && break; sleep 0.1; done
   expect_error "is in use by another dice run (host h, pid 1)" "$dice" judge --tasks two.jsonl --candidates cands.jsonl \
     --out v.jsonl --set "cache_root=$work/cache"
   kill $holder
-  echo "== kill -9 of the first run: its lock is taken over and the run resumes"
+  echo "== kill -9 of the first run: its lock is taken over"
   kill -9 $first; wait $first 2>/dev/null
-  run_ok "$dice" eval --checkpoint model "${eval_args[@]}" --set sampler.max_new_tokens=2048 --set sampler.max_len=4096 \
-    --tasks "$src/configs/tasks/builtin_cpu.jsonl" --set samples=1 --out res --set sampler.max_new_tokens=8 --fresh
+  run_ok "$dice" eval "${long[@]}" --set sampler.max_new_tokens=8 --fresh
   grep -q "taking over the lock" ok.log || { cat ok.log; fail "no takeover message"; }
   python3 -c "import json; n=sum(1 for _ in open('res/samples.jsonl')); assert n == 34, n" || fail "records after takeover"
   ;;
