@@ -25,6 +25,7 @@
 #include <torch/torch.h>
 
 #if DICE_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
@@ -64,7 +65,7 @@ struct LearnerBenchArgs {
   int64_t response_len = 4096;
   int64_t responses = 4;
   int64_t steps = 1;  // timed steps (after one warm-up step)
-  std::string checkpoint = "auto";  // auto | on | off
+  std::string checkpoint = "auto";  // auto | all | off | N (layers)
   std::string optimizer = "auto";   // auto | on | off
   int64_t attn_chunk = 256;
   int64_t logit_chunk = 2048;
@@ -92,6 +93,19 @@ int64_t peak_bytes(torch::Device dev) {
 #endif
   (void)dev;
   return -1;
+}
+int64_t device_bytes(torch::Device dev) {
+#if DICE_WITH_CUDA
+  if (dev.is_cuda()) return static_cast<int64_t>(at::cuda::getDeviceProperties(dev.index() < 0 ? 0 : dev.index())->totalGlobalMem);
+#endif
+  (void)dev;
+  return int64_t{1} << 62;
+}
+void empty_cache(torch::Device dev) {
+#if DICE_WITH_CUDA
+  if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  (void)dev;
 }
 void reset_peak(torch::Device dev) {
 #if DICE_WITH_CUDA
@@ -192,7 +206,7 @@ Work layout_work(const std::vector<train::Rollout>& rs, const model::ModelConfig
   to.mask_token_id = c.mask_token_id;
   to.layout = layout;
   rl::ScoreOptions so;
-  so.attn_chunk = 1 << 20;  // one chunk per row: `allowed` counts the pairs whatever the chunking
+  so.attn_chunk = 256;  // `allowed` counts the mask's pairs whatever the chunking
   Work w;
   for (const auto& r : rs) {
     for (auto& row : rl::trace_rows(r.traj, to)) {
@@ -227,6 +241,7 @@ struct PartProfiler {
     double start = 0, child = 0;
     std::string part;
     bool op = false;  // an operator (its nested operators are not frames)
+    uint64_t seq0 = 0;  // an operator's sequence number at its start
   };
   static PartProfiler* active;
   std::mutex mu;
@@ -301,7 +316,10 @@ struct PartProfiler {
       return;
     }
     const bool backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
-    if (!backward && !t.frames.empty() && t.frames.back().op) {  // nested operator: part of its parent
+    // Tensor::backward is an operator too (aten::_backward); the nodes it runs are the frames
+    // (on a GPU in the engine's device thread, so it would overlap them).
+    const bool nested = !backward && !t.frames.empty() && t.frames.back().op;
+    if (nested || (!backward && (std::strcmp(name, "aten::_backward") == 0 || std::strcmp(name, "aten::backward") == 0))) {  // nested operator: part of its parent
       t.kinds.push_back(0);
       return;
     }
@@ -309,7 +327,7 @@ struct PartProfiler {
     f.op = !backward;
     if (backward) f.part = fn.seqNr() >= 0 ? seq_part(static_cast<uint64_t>(fn.seqNr())) : "other";
     else f.part = !t.labels.empty() ? t.labels.back() : name_part(name);
-    if (!backward) f.child = static_cast<double>(at::sequence_number::peek());  // seq at start (kept in child until end)
+    if (!backward) f.seq0 = at::sequence_number::peek();
     f.start = now();
     t.frames.push_back(f);
     t.kinds.push_back(1);
@@ -331,16 +349,9 @@ struct PartProfiler {
     Frame f = t.frames.back();
     t.frames.pop_back();
     const double end = now(), total = end - f.start;
-    double child = f.child;
-    if (f.op) {  // operators have no frames inside; `child` held the start sequence number
-      std::lock_guard<std::mutex> g(mu);
-      op_ranges.emplace_back(static_cast<uint64_t>(child), at::sequence_number::peek(), f.part);
-      child = 0;
-    }
-    {
-      std::lock_guard<std::mutex> g(mu);
-      seconds[f.part] += total - child;
-    }
+    std::lock_guard<std::mutex> g(mu);
+    if (f.op) op_ranges.emplace_back(f.seq0, at::sequence_number::peek(), f.part);
+    seconds[f.part] += total - f.child;
     if (!t.frames.empty()) t.frames.back().child += total;
   }
 };
@@ -396,14 +407,12 @@ void run_bench(const LearnerBenchArgs& a) {
     auto cfg = model::ModelConfig::preset(shape);
     const int64_t P = shape == "tiny" ? std::min<int64_t>(a.prompt_len, 64) : a.prompt_len;
     const int64_t R = shape == "tiny" ? std::min<int64_t>(a.response_len, 256) : a.response_len;
-    const bool big = shape == "sdar-4b" || shape == "sdar-8b";
-    const bool ckpt = a.checkpoint == "on" || (a.checkpoint == "auto" && big);
     const bool optim = a.optimizer == "on" || (a.optimizer == "auto" && shape != "sdar-8b");
     // The peer first, while this process holds no GPU memory.
     nlohmann::json peer;
     if (a.peer) {
       std::string cmd = str(a.python, " ", a.peer_script, " --shape ", shape, " --prompt-len ", P, " --response-len ", R,
-                            " --rows ", a.peer_rows, ckpt ? " --checkpoint" : "", " 2>&1");
+                            " --rows ", a.peer_rows, a.checkpoint == "all" ? " --checkpoint" : "", " 2>&1");
       peer = last_json_line(run_capture(cmd));
       log::info("bench learner: peer ", shape, ": ", peer["row_tokens_per_s"].get<double>(), " row tok/s (",
                 peer["impl"].get<std::string>(), ")");
@@ -415,22 +424,66 @@ void run_bench(const LearnerBenchArgs& a) {
       auto rollouts = synthetic_rollouts(cfg, P, R, a.responses, strategy, 17);
       const Work ref = layout_work(rollouts, cfg, "reference"), packed = layout_work(rollouts, cfg, "packed");
       const double useful = 4.0 * forward_flops(cfg, packed);  // old log-probs 1x + update 3x
+      // Checkpointed layers: "auto" from an estimate of what fits (activations of an unfused layer
+      // about 2 bytes x (24 hidden + 6 ffn) per token), all of them if that still runs out of memory.
+      int64_t ckpt_layers = 0;
+      if (a.checkpoint == "all") ckpt_layers = -1;
+      else if (a.checkpoint == "auto") {
+        const double params = static_cast<double>(cfg.num_parameters());
+        const double fixed = params * (4 + 4 + (optim ? 8 : 0) + (dev.is_cuda() ? 4 : 0)) +
+                             4.0 * a.logit_chunk * cfg.vocab_size * 4 + 4e9;
+        const double per_layer = 2.0 * (24.0 * cfg.hidden_size + 6.0 * cfg.intermediate_size) * packed.row_len;
+        const double avail = 0.92 * static_cast<double>(device_bytes(dev)) - fixed;
+        const int64_t plain_layers = avail <= 0 ? 0 : static_cast<int64_t>(avail / per_layer);
+        ckpt_layers = std::max<int64_t>(0, cfg.num_hidden_layers - plain_layers);
+        if (ckpt_layers >= cfg.num_hidden_layers) ckpt_layers = -1;
+      } else if (a.checkpoint != "off") {
+        ckpt_layers = std::stoll(a.checkpoint);
+      }
       for (const auto& path : a.paths) {
         train::RlRunConfig rc;
         rc.trace.layout = "packed";
         rc.trace.fast = path == "fast";
         rc.trace.attn_chunk = a.attn_chunk;
         rc.trace.logit_chunk = a.logit_chunk;
-        rc.optim.checkpoint_layers = ckpt && path == "fast";
+        rc.optim.checkpoint_layers = path == "fast" ? ckpt_layers : 0;
         rc.optim.responses_per_update = a.responses;
         rc.optim.micro_batch_tokens = 1;  // one row (one response) per forward/backward
         rc.optim.grad_clip = 1.0;
         train::LearnerLoop::Options lo;
         lo.optimizer = optim;
         lo.sync_timing = true;
-        train::LearnerLoop learner(rc, master, *comm, std::nullopt, lo);
-        learner.step(rollouts);  // warm-up: allocator, kernels, plans
-        sync(dev);
+        std::unique_ptr<train::LearnerLoop> lp;
+        bool fits = true;
+        for (int attempt = 0;; ++attempt) {
+          try {
+            lp = std::make_unique<train::LearnerLoop>(rc, master, *comm, std::nullopt, lo);
+            lp->step(rollouts);  // warm-up: allocator, kernels, plans
+            sync(dev);
+            break;
+          } catch (const c10::Error& e) {
+            if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
+            lp.reset();
+            for (auto& p : master->parameters()) p.mutable_grad() = torch::Tensor();
+            empty_cache(dev);
+            if (rc.optim.checkpoint_layers < 0 || attempt > 0 || path != "fast") {
+              fits = false;
+              break;
+            }
+            log::warn("bench learner: ", shape, " ran out of memory with ", rc.optim.checkpoint_layers,
+                      " checkpointed layers; again with all layers checkpointed");
+            rc.optim.checkpoint_layers = -1;
+          }
+        }
+        if (!fits) {
+          std::printf("%-10s %-8s %-5s does not fit on this device (%s, %s)\n", shape.c_str(), strategy.c_str(),
+                      path.c_str(), optim ? "with AdamW state" : "without optimizer state",
+                      rc.optim.checkpoint_layers ? "checkpointed layers" : "no checkpointing");
+          std::fflush(stdout);
+          results.push_back({{"shape", shape}, {"strategy", strategy}, {"path", path}, {"fits", false}});
+          continue;
+        }
+        auto& learner = *lp;
         reset_peak(dev);
         double sec = 0, old_s = 0, upd_s = 0, opt_s = 0, ar_s = 0;
         nlohmann::json m;
@@ -460,7 +513,9 @@ void run_bench(const LearnerBenchArgs& a) {
                     static_cast<long>(ref.rows), static_cast<long>(ref.tokens), static_cast<long>(packed.rows),
                     static_cast<long>(packed.tokens), static_cast<long>(packed.targets), useful / 1e12,
                     static_cast<double>(packed.pairs), static_cast<double>(ref.pairs),
-                    rc.optim.checkpoint_layers ? "; activation checkpointing" : "",
+                    rc.optim.checkpoint_layers == 0 ? ""
+                    : rc.optim.checkpoint_layers < 0 ? "; every layer checkpointed"
+                                                     : str("; ", rc.optim.checkpoint_layers, " layers checkpointed").c_str(),
                     optim ? "" : "; no optimizer state (--optimizer off)");
         std::fflush(stdout);
         nlohmann::json row = {{"shape", shape}, {"strategy", strategy}, {"path", path}, {"prompt_len", P},
@@ -586,8 +641,8 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--response-len", a->response_len, "response tokens");
   cmd.add_option("--responses", a->responses, "responses per step (one optimizer update)");
   cmd.add_option("--steps", a->steps, "timed steps after one warm-up step");
-  cmd.add_option("--checkpoint", a->checkpoint, "activation checkpointing: auto (4B, 8B), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd.add_option("--checkpoint", a->checkpoint,
+                 "activation checkpointing: auto (what fits), all, off, or a number of layers (the peer: only with all)");
   cmd.add_option("--optimizer", a->optimizer, "AdamW state and update: auto (off for 8B only), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd.add_option("--attn-chunk", a->attn_chunk, "trace.attn_chunk");

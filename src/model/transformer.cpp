@@ -366,7 +366,7 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
                  "kv_lengths needs a KV cache, no mask, and one length per row [", B, "]; got ", a.kv_lengths.sizes(),
                  a.cache ? "" : " without a cache", a.mask.defined() ? " with a mask" : "", ".");
   }
-  if (a.sparse || a.checkpoint) {
+  if (a.sparse || a.checkpoint != 0) {
     DICE_REQUIRE(!a.cache && !a.fused && !a.mask.defined() && !a.kv_lengths.defined(),
                  "A sparse attention plan and activation checkpointing are for training forwards: no KV cache, no "
                  "dense mask, not fused.");
@@ -416,10 +416,10 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
       pattern.chunk_masks.push_back(
           compat::prepare_attention_mask(c.mask.to(device_), cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_));
   }
-  const bool checkpoint = a.checkpoint && torch::GradMode::is_enabled();
+  const int64_t checkpointed = !torch::GradMode::is_enabled() ? 0 : a.checkpoint < 0 ? n : a.checkpoint;
   for (int64_t i = 0; i < n; ++i) {
     auto* layer = layers_[i]->as<DecoderLayerImpl>();
-    if (checkpoint) {
+    if (i < checkpointed) {
       auto fn = c10::make_intrusive<LayerClosure>();
       ForwardArgs la = a;  // tensors by handle, the plan by pointer: alive until backward
       fn->f = [layer, cos_BLD, sin_BLD, pattern, la, i](const torch::Tensor& x) {

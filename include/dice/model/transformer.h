@@ -34,9 +34,9 @@ struct ForwardArgs {
   // Training rows without an N x N mask (instead of `mask`, no cache): attention chunk by chunk
   // over the block-sparse plan (masks.h), which the caller keeps alive until backward is done.
   const SparseAttention* sparse = nullptr;
-  // Activation checkpointing (when grad mode is on, no cache): each layer keeps only its input
-  // and runs its forward again during backward.
-  bool checkpoint = false;
+  // Activation checkpointing (when grad mode is on, no cache) of the first `checkpoint` layers
+  // (< 0: all): each keeps only its input and runs its forward again during backward.
+  int64_t checkpoint = 0;
   // Inference only (needs torch::NoGradGuard): q|k|v and gate|up each as one GEMM over packed
   // weights, and the small operators as fused kernels (fused_ops.h): the residual add with the
   // next RMSNorm, q/k norm + RoPE + K/V write, SiLU * up, and block-decode attention over the

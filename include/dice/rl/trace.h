@@ -66,12 +66,13 @@ std::vector<TraceRow> trace_rows(const Trajectory& t, const TraceOptions& opts, 
 // The fast path computes the same numbers without those N x N / N x vocab tensors: attention by
 // a block-sparse plan (model::block_diffusion_plan, chunks of `attn_chunk` clean tokens) and
 // log-probs from the final hidden states `logit_chunk` targets at a time (logits recomputed in
-// backward, never all held at once); optionally each layer is checkpointed.
+// backward, never all held at once); optionally the first `checkpoint` layers (< 0: all) are
+// checkpointed.
 struct ScoreOptions {
   bool fast = true;
   int64_t attn_chunk = 256;
   int64_t logit_chunk = 2048;
-  bool checkpoint = false;
+  int64_t checkpoint = 0;
 };
 
 // Rows padded to one length, ready for model::Transformer::forward with logits_at = target_flat.

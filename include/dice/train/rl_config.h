@@ -93,7 +93,7 @@ struct OptimConfig {
   int64_t micro_batch_tokens = 16384;  // padded row tokens per forward/backward
   bool zero1 = false;                  // shard the AdamW state across learners
   std::string compute_dtype = "auto";  // forward/backward dtype: auto (bf16 on CUDA) | float32 | bfloat16
-  bool checkpoint_layers = false;      // activation checkpointing of every layer
+  int64_t checkpoint_layers = 0;       // layers (from the first) with activation checkpointing; -1 = all
 
   template <class V> void visit(V& v) {
     v("lr", lr, "AdamW learning rate (constant)");
@@ -107,7 +107,8 @@ struct OptimConfig {
     v("zero1", zero1, "shard optimizer state across learners (ZeRO-1)");
     v.choice("compute_dtype", compute_dtype, {"auto", "float32", "bfloat16"},
              "learner forward/backward dtype (fp32 master weights, gradients and AdamW always); auto: bf16 on CUDA");
-    v("checkpoint_layers", checkpoint_layers, "activation checkpointing: recompute each layer's forward in backward");
+    v("checkpoint_layers", checkpoint_layers,
+      "activation checkpointing of this many layers from the first (-1: all): their forward is recomputed in backward");
   }
   void validate() const;
 };
