@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "dice/util/cleanup.h"
 #include "dice/util/error.h"
 #include "subcommand.h"
 
@@ -17,6 +18,7 @@ std::vector<Subcommand>& subcommands() {
 
 int main(int argc, char** argv) {
   dice::install_crash_handler();
+  dice::cleanup::install_signal_cleanup();  // registered scratch is removed on SIGINT/SIGTERM/SIGHUP
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // tables and reports reach a log line by line
   CLI::App app{"dice: RL for diffusion language models that write CUDA kernels"};
   app.require_subcommand(1);

@@ -14,6 +14,7 @@
 #include "dice/ckpt/checkpoint.h"
 #include "dice/config/config.h"
 #include "dice/model/safetensors.h"
+#include "dice/util/cleanup.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
@@ -86,9 +87,11 @@ class StagedFolder {
     fs::remove_tree(staged_);
     stdfs::create_directories(staged_, ec);
     DICE_REQUIRE(stdfs::is_directory(staged_), "cannot create ", staged_, ": ", ec.message());
+    scratch_slot_ = cleanup::register_path(staged_);  // removed also on Ctrl-C
   }
   ~StagedFolder() {
     if (!committed_) fs::remove_tree(staged_);
+    cleanup::unregister_path(scratch_slot_);
   }
   const std::string& dir() const { return staged_; }
   void commit() {
@@ -111,6 +114,7 @@ class StagedFolder {
  private:
   std::string out_, staged_;
   bool committed_ = false;
+  int scratch_slot_ = -1;
 };
 
 int64_t tensor_bytes(const NamedTensors& t) {

@@ -9,6 +9,7 @@
 #   replace      re-export and re-init onto a full tmpfs keep the old model; import-hf onto step_N
 #   incomplete   a checkpoint without its COMPLETE marker, given to eval, export-hf and sample
 #   values       bad values and misleading messages (items 7-9 of the issue)
+#   signal       SIGTERM during ckpt init --replace: no staging folder left, the old model kept
 # usage: outputs_test.sh DICE_BINARY SOURCE_DIR SCENARIO
 set -uo pipefail
 dice=$1
@@ -233,6 +234,28 @@ values)
     expect_error "eval.device is 'cuda' but no CUDA device is visible" "$dice" eval --checkpoint model "${eval_args[@]}" \
       --out res --set device=cuda
   fi
+  ;;
+signal)
+  # SIGTERM (what Slurm and mpirun send; a background job of a script ignores SIGINT, so Ctrl-C's
+  # SIGINT takes the same handler but cannot be sent from here)
+  echo "== SIGTERM during a re-init: the staging folder is removed, the old model kept"
+  (cd model && sha256sum model.safetensors config.json > "$work/sums")
+  "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out model --seed 9 --replace --set model.hidden_size=1024 \
+    --set model.intermediate_size=4096 --set model.num_hidden_layers=8 > init.log 2>&1 &
+  pid=$!
+  for _ in $(seq 2000); do
+    compgen -G "model.tmp.*" > /dev/null && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+  done
+  compgen -G "model.tmp.*" > /dev/null || { cat init.log; fail "the staging folder never appeared"; }
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  [[ $rc -eq 143 ]] || { cat init.log; fail "rc $rc (want 143: ended by SIGTERM)"; }
+  compgen -G "model.tmp.*" > /dev/null && fail "the staging folder was left behind: $(ls -d model.tmp.*)"
+  (cd model && sha256sum -c --quiet "$work/sums") || fail "the old model changed"
+  echo "  ok: ended by SIGTERM, no staging left, old model intact"
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac
