@@ -23,8 +23,10 @@
 #include "dice/text/tokenizer.h"
 #include "dice/train/actor_loop.h"
 #include "dice/train/learner_loop.h"
+#include "dice/train/model_source.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
+#include "dice/util/run_dir.h"
 #include "dice/util/timer.h"
 
 namespace dice::train {
@@ -33,37 +35,6 @@ using nlohmann::json;
 namespace stdfs = std::filesystem;
 
 // ---- setup helpers ----
-
-torch::Device pick_device(const std::string& want, const dist::World& world) {
-  const bool cuda = torch::cuda::is_available();
-  DICE_REQUIRE(want != "cuda" || cuda, "device is 'cuda' but no CUDA device is visible.");
-  if (want == "cpu" || !cuda) return torch::kCPU;
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.device_index(torch::cuda::device_count())));
-}
-
-// The folder with config.json + tokenizer files of the starting model (an HF folder or checkpoint).
-std::string model_dir_of(const std::string& model) {
-  DICE_REQUIRE(fs::exists(model), "The model '", model, "' does not exist (model: an HF folder or a checkpoint).");
-  DICE_REQUIRE(fs::exists(model + "/config.json"), "The model folder '", model, "' has no config.json.");
-  return model;
-}
-
-model::NamedTensors initial_weights(const std::string& dir) {
-  if (fs::exists(dir + "/model.h5")) return ckpt::load_model(dir);
-  return model::load_safetensors(dir);
-}
-
-// Loads weights into a model, turning a shape mismatch into a sentence naming the source.
-void load_into(model::Transformer& m, const model::NamedTensors& w, const std::string& source) {
-  try {
-    torch::NoGradGuard ng;
-    m->load_weights(w);
-  } catch (const Error& e) {
-    throw Error(str("The weights in ", source, " do not fit the run's model (", m->config().num_hidden_layers,
-                    " layers, hidden ", m->config().hidden_size, "): ", e.what(),
-                    " Is it a checkpoint of another model?"));
-  }
-}
 
 void make_dirs(const std::string& dir) { std::filesystem::create_directories(dir); }
 
@@ -76,11 +47,22 @@ void append_line(const std::string& path, const std::string& line) {
 
 // Rank 0 checks the run directory against this config; every rank gets the verdict.
 // Returns the checkpoint to resume from ("" = fresh start).
+// The run directory follows dice/util/run_dir.h: writable, locked by rank 0 for the whole run, and
+// its fingerprint.json (the starting model's identity) must match on resume.
 std::string plan_run_dir(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml,
-                         const dist::World& world) {
+                         const ModelSource& model, const dist::World& world, run_dir::DirLock& lock) {
   std::string verdict;  // "ok:<ckpt>" or "error:<sentence>"
   if (world.is_root()) {
     try {
+      run_dir::ensure_writable_dir(cfg.out, "the run directory (out)");
+      lock = run_dir::lock_dir(cfg.out, "the run directory " + cfg.out);
+      const run_dir::Fingerprint fp = {{"model", model_identity(model)},
+                                       {"about.model", stdfs::absolute(model.dir).lexically_normal().string()}};
+      if (auto then = run_dir::read_fingerprint(cfg.out); then && ckpt::find_latest_complete(cfg.out, false)) {
+        const std::string diff = run_dir::describe_differences(*then, fp);
+        DICE_REQUIRE(diff.empty(), "The run directory ", cfg.out, " was started from another model: ", diff,
+                     ". Resuming would mix two experiments; start from the recorded model or pick another --out.");
+      }
       const std::string recorded = cfg.out + "/config.yaml";
       std::string ckpt_dir;
       if (resume == "auto") ckpt_dir = ckpt::find_latest_complete(cfg.out).value_or("");
@@ -104,6 +86,7 @@ std::string plan_run_dir(const RlRunConfig& cfg, const std::string& resume, cons
                           "config (", recorded, ") or a new --out."));
         }
       }
+      run_dir::write_fingerprint(cfg.out, fp);
       verdict = "ok:" + ckpt_dir;
     } catch (const Error& e) {
       verdict = std::string("error:") + e.what();
@@ -304,6 +287,8 @@ class Run {
   bool colocated_, is_learner_, is_actor_;
   int num_learners_, role_rank_ = 0;
   std::string model_dir_, resume_from_, metrics_path_;
+  ModelSource model_src_;
+  run_dir::DirLock lock_;  // rank 0: the run directory, for the whole run
   torch::Device device_{torch::kCPU};
   torch::Dtype actor_dtype_ = torch::kFloat32;
   std::optional<text::Tokenizer> tok_;
@@ -328,7 +313,8 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
   MPI_Comm_rank(world.role_comm(), &role_rank_);
 
   // ---- everything a user can get wrong is refused here, before any work ----
-  model_dir_ = model_dir_of(cfg.model);
+  model_src_ = resolve_model(cfg.model, "model");
+  model_dir_ = model_src_.dir;
   auto mcfg = model::ModelConfig::from_hf_dir(model_dir_);
   tok_.emplace(text::Tokenizer::from_dir(model_dir_));
   text::check_compatible(*tok_, mcfg.vocab_size, mcfg.mask_token_id);
@@ -343,11 +329,11 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
                  " tokens plus sampler.max_new_tokens ", cfg.sampler.max_new_tokens, " need sampler.max_len >= ", need,
                  " (it is ", cfg.sampler.max_len, ").");
   }
-  resume_from_ = plan_run_dir(cfg, resume, yaml, world);
-  device_ = pick_device(cfg.device, world);
-  actor_dtype_ = device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
+  device_ = pick_device(cfg.device, &world, "device");
+  resume_from_ = plan_run_dir(cfg, resume, yaml, model_src_, world, lock_);
+  actor_dtype_ = default_dtype(device_);
   const std::string weights_src = resume_from_.empty() ? model_dir_ : resume_from_;
-  const auto start_weights = initial_weights(weights_src);
+  const auto start_weights = resume_from_.empty() ? load_weights(model_src_) : ckpt::load_model(resume_from_);
   if (!resume_from_.empty()) state_ = ckpt::load_state(resume_from_);
 
   // ---- models: fp32 master weights on learners, the actors' copy in their dtype ----
@@ -356,7 +342,7 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
     load_into(*master_, start_weights, weights_src);
     if (cfg.loss.kl_reference == "initial") {
       reference_.emplace(mcfg, torch::kFloat32, device_);
-      load_into(*reference_, initial_weights(model_dir_), model_dir_);
+      load_into(*reference_, load_weights(model_src_), model_dir_);
       for (auto& p : (*reference_)->parameters()) p.set_requires_grad(false);
     }
   }

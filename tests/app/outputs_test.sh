@@ -9,6 +9,7 @@
 #   replace      re-export and re-init onto a full tmpfs keep the old model; import-hf onto step_N
 #   incomplete   a checkpoint without its COMPLETE marker, given to eval, export-hf and sample
 #   values       bad values and misleading messages (items 7-9 of the issue)
+#   train        dice train into a locked run directory / one started from another model
 #   signal       SIGTERM during ckpt init --replace: no staging folder left, the old model kept
 # usage: outputs_test.sh DICE_BINARY SOURCE_DIR SCENARIO
 set -uo pipefail
@@ -256,6 +257,21 @@ signal)
   compgen -G "model.tmp.*" > /dev/null && fail "the staging folder was left behind: $(ls -d model.tmp.*)"
   (cd model && sha256sum -c --quiet "$work/sums") || fail "the old model changed"
   echo "  ok: ended by SIGTERM, no staging left, old model intact"
+  ;;
+train)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  train=(mpirun -np 1 --oversubscribe "$dice" train -c "$src/tests/train/train_test.yaml" --model model --out run)
+  echo "== dice train into a run directory another run holds"
+  mkdir run
+  python3 -c "import fcntl, time; f = open('run/.dice.lock', 'w'); f.write('host h, pid 1\n'); f.flush(); fcntl.flock(f, fcntl.LOCK_EX); open('held', 'w').close(); time.sleep(120)" &
+  holder=$!
+  for _ in $(seq 300); do [[ -e held ]] && break; sleep 0.1; done
+  expect_error "the run directory run is in use by another dice run (host h, pid 1)" "${train[@]}" --resume auto
+  kill $holder; wait $holder 2>/dev/null
+  echo "== resuming a run directory that was started from another model"
+  run_ok "$dice" ckpt import-hf --hf model --out run
+  printf '{"model": "0123456789abcdef", "about.model": "/models/other"}\n' > run/fingerprint.json
+  expect_error "was started from another model: model ('/models/other'" "${train[@]}" --resume auto
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac
