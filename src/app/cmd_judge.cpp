@@ -53,6 +53,25 @@ std::vector<CandidateRecord> load_candidates(const std::string& path) {
   return out;
 }
 
+// The judge's keys, read as the `judge:` block of the config tree, so every message names them as
+// `judge.<key>` and `--set judge.<key>=v` works; a plain `--set <key>=v` (and a config file of
+// top-level judge keys) is read as the same key.
+struct JudgeFileConfig {
+  judge::JudgeConfig judge;
+  template <class V> void visit(V& v) { v("judge", judge, "kernel judge"); }
+};
+
+judge::JudgeConfig load_judge_config(const ConfigArgs& args) {
+  YAML::Node file = config::load_tree(args.config_path, {});
+  YAML::Node root(YAML::NodeType::Map);
+  if (file["judge"] && file.size() == 1) root = file;  // a file with a judge: block
+  else root["judge"] = file;
+  std::vector<std::string> sets;
+  for (const auto& s : args.sets) sets.push_back(s.rfind("judge.", 0) == 0 ? s : "judge." + s);
+  config::apply_overrides(root, sets);
+  return config::load<JudgeFileConfig>(root).judge;
+}
+
 struct JudgeArgs {
   ConfigArgs config;
   std::string tasks, candidates, out;
@@ -65,7 +84,7 @@ void run(const JudgeArgs& a) {
   DICE_REQUIRE(a.overwrite || !fs::exists(a.out), "--out ", a.out,
                " already exists; pass --overwrite to replace it (it is kept until the new one is whole).");
   auto lock = run_dir::lock_file(a.out, "the output " + a.out);
-  auto cfg = config::load<judge::JudgeConfig>(config::load_tree(a.config.config_path, a.config.sets));
+  auto cfg = load_judge_config(a.config);
   std::vector<judge::Task> tasks = judge::load_tasks(a.tasks);
   std::map<std::string, const judge::Task*> by_id;
   for (const auto& t : tasks) by_id[t.id] = &t;

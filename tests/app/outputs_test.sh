@@ -227,6 +227,9 @@ values)
   expect_error "is an ordinary token of the tokenizer" "$dice" "${t[@]}" --set model.mask_token_id=100
   expect_error "bytes of memory at once" "$dice" "${t[@]}" --set model.hidden_size=60000 --set model.num_hidden_layers=1
   [[ ! -e m2 ]] || fail "a refused init left m2"
+  j=(judge --tasks two.jsonl --candidates cands.jsonl --set "cache_root=$work/cache")
+  expect_error "judge.compile_workers must be >= 1" "$dice" "${j[@]}" --out v.jsonl --set compile_workers=0
+  run_ok "$dice" "${j[@]}" --out v.jsonl --set judge.compile_workers=1  # the key as the message names it
   expect_error "'frobnicate' is not a dice command" "$dice" frobnicate
   expect_error "is a file; pass a checkpoint folder" "$dice" ckpt info prompts.txt
   expect_error "config key 'device' is 'cuda:x', but must be one of" "$dice" eval --checkpoint model "${eval_args[@]}" \
