@@ -89,10 +89,12 @@ void merge_evidence(nlohmann::json& acc, const nlohmann::json& ev) {
   acc["calls"] = acc["calls"].get<long>() + 1;
   const long ext = ev.value("ext_calls", 0L), wrappers = ev.value("wrapper_calls", 0L);
   minimum("min_ext_calls", ext);
-  long own = 0;
-  if (ev.contains("own_kernels") && ev["own_kernels"].is_object())
-    for (auto& [k, n] : ev["own_kernels"].items()) own += n.is_number() ? n.get<long>() : 0;
-  minimum("min_own_kernels", own);
+  if (ev.value("kernels", false)) {  // only the correctness trials record CUDA kernels
+    long own = 0;
+    if (ev.contains("own_kernels") && ev["own_kernels"].is_object())
+      for (auto& [k, n] : ev["own_kernels"].items()) own += n.is_number() ? n.get<long>() : 0;
+    minimum("min_own_kernels", own);
+  }
   if (ext > 0 && wrappers == ext) acc["calls_all_wrappers"] = acc["calls_all_wrappers"].get<long>() + 1;
   for (const char* key : {"aten_outside", "aten_inside", "own_kernels", "library_kernels"}) {
     if (!ev.contains(key) || !ev[key].is_object()) continue;
@@ -430,9 +432,11 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
   cand->thaw();
   for (size_t k = 0; k < seeds.size(); ++k) {
     nlohmann::json staged;
-    if (!reference({{"cmd", "stage"}, {"seed", seeds[k]}}, staged)) return false;
+    const bool kernels = k < timed_from;  // CUPTI's cost stays out of the timed calls
+    if (!reference({{"cmd", "stage"}, {"seed", seeds[k]}, {"kernels", kernels}}, staged)) return false;
     Timer host;
-    if (!candidate({{"cmd", "call"}, {"in_path", in_path}, {"out_path", cand->out_path()}}, reply, "done"))
+    if (!candidate({{"cmd", "call"}, {"in_path", in_path}, {"out_path", cand->out_path()}, {"kernels", kernels}}, reply,
+                   "done"))
       return false;
     const double host_ms = host.elapsed_ms();
     if (!quiet("forward returned")) return false;

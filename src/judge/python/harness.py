@@ -323,8 +323,10 @@ class Caller:
             except RuntimeError:
                 pass
 
-    def call(self, model, inputs):
-        """(output, ms, evidence) of one call; evidence is the op record (None when off)."""
+    def call(self, model, inputs, kernels=False):
+        """(output, ms, evidence) of one call; evidence is the op record (None when off). With
+        kernels (the correctness trials), CUDA kernels are recorded too: CUPTI's cost would
+        distort the timed calls, which record ATen ops and extension calls only."""
         cuda = self.device == "cuda"
         if cuda:
             self._poison()
@@ -334,7 +336,8 @@ class Caller:
         prof = None
         if self.record_ops:
             from torch.profiler import ProfilerActivity, profile
-            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            kernels = kernels and cuda
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if kernels else [])
             prof = profile(activities=acts)
             prof.__enter__()
         try:
@@ -354,10 +357,10 @@ class Caller:
         finally:
             if prof is not None:
                 prof.__exit__(None, None, None)
-        return out, ms, (evidence(prof) if prof is not None else None)
+        return out, ms, (evidence(prof, kernels) if prof is not None else None)
 
 
-def evidence(prof):
+def evidence(prof, kernels):
     """What ran inside one call: extension calls, ATen compute ops (inside / outside the extension)
     and CUDA kernels (own / library)."""
     ext_calls, wrapper_calls = 0, 0
@@ -397,25 +400,5 @@ def evidence(prof):
             outside[op] = outside.get(op, 0) + 1
     ext_calls = len(ext_events)
     wrapper_calls = sum(1 for e in ext_events if compute_in_ext.get(id(e)))
-    return {"ext_calls": ext_calls, "wrapper_calls": wrapper_calls, "aten_outside": outside, "aten_inside": inside,
+    return {"kernels": bool(kernels), "ext_calls": ext_calls, "wrapper_calls": wrapper_calls, "aten_outside": outside, "aten_inside": inside,
             "own_kernels": own_k, "library_kernels": lib_k}
-
-
-def merge_evidence(acc, ev):
-    if ev is None:
-        return acc
-    if acc is None:
-        acc = {"calls": 0, "min_ext_calls": None, "calls_all_wrappers": 0, "aten_outside": {}, "aten_inside": {},
-               "own_kernels": {}, "library_kernels": {}, "min_own_kernels": None}
-    acc["calls"] += 1
-    m = acc["min_ext_calls"]
-    acc["min_ext_calls"] = ev["ext_calls"] if m is None else min(m, ev["ext_calls"])
-    nown = sum(ev["own_kernels"].values())
-    m = acc["min_own_kernels"]
-    acc["min_own_kernels"] = nown if m is None else min(m, nown)
-    if ev["ext_calls"] > 0 and ev["wrapper_calls"] == ev["ext_calls"]:
-        acc["calls_all_wrappers"] += 1
-    for k in ("aten_outside", "aten_inside", "own_kernels", "library_kernels"):
-        for name, n in ev[k].items():
-            acc[k][name] = acc[k].get(name, 0) + n
-    return acc

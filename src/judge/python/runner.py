@@ -7,7 +7,7 @@ hands outputs over. Requests are JSON lines on stdin, answers JSON lines on fd 3
   (start)  -> {"event": "ready"}
   {"cmd": "load", "candidate", "cache_root", "extensions", "init_seed", "init_path", "record_ops"}
            -> {"event": "loaded"} | {"event": "failed", "status", "message"}
-  {"cmd": "call", "in_path", "out_path"}
+  {"cmd": "call", "in_path", "out_path", "kernels"}
            -> {"event": "done", "ms", "input_mutated", "evidence"} | {"event": "failed", ...}
   {"cmd": "calibrate", "in_path", "out_path", "like_path", "record_ops"}
            -> as "call", with a model that returns the reference's output (read before the clock
@@ -74,7 +74,7 @@ def install_extensions(req):
 def warm_up(device, caller):
     """Starts what the runtime starts lazily (CUDA context, profiler) before the judge counts our threads."""
     x = torch.ones(8, device=device)
-    caller.call(lambda t: t * 2, (x,))
+    caller.call(lambda t: t * 2, (x,), kernels=True)
 
 
 def load(req, state):
@@ -108,7 +108,7 @@ def call(req, state, model=None):
     inputs = harness.read_tensors(req["in_path"], device)
     before = [t.clone() for t in harness.flatten(inputs)]
     try:
-        out, ms, evidence = state["caller"].call(model or state["model"], inputs)
+        out, ms, evidence = state["caller"].call(model or state["model"], inputs, bool(req.get("kernels")))
     except Fail:
         raise
     except BaseException as e:  # noqa: BLE001
