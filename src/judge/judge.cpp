@@ -121,7 +121,7 @@ void apply_kernel_rules(const JudgeConfig& cfg, const Task& task, bool cuda, con
     finding(cfg.own_kernel, "own_kernel",
             str("the extension only ran ATen compute ops (", op_list(ev.value("aten_inside", none)), ") in ",
                 ev.value("calls_all_wrappers", 0L), " of ", ev.value("calls", 0L), " calls"));
-  } else if (cuda && ev.value("min_own_kernels", 0L) == 0) {
+  } else if (cuda && ev.value("min_own_kernels", -1L) == 0) {
     finding(cfg.own_kernel, "own_kernel",
             "no CUDA kernel of the candidate's own ran; library kernels: " + op_list(ev.value("library_kernels", none)));
   }
