@@ -159,7 +159,7 @@ proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string&
   for (const auto& w : extra_writable) sb.writable_paths.push_back(w);
   if (uid < 0 && cfg.enabled) {
     // The uid is kept, so the other slots' private (0700) scratch directories beside this one
-    // belong to the same uid: hidden behind an empty tmpfs. (Made later: see docs/judge-sandbox.md.)
+    // belong to the same uid: hidden behind an empty tmpfs. (Made later: see docs/judge.md, "The sandbox".)
     std::string parent = scratch.substr(0, scratch.find_last_of('/'));
     if (DIR* d = parent.empty() ? nullptr : opendir(parent.c_str())) {
       while (struct dirent* e = readdir(d)) {

@@ -12,7 +12,7 @@ struct SandboxConfig {
   // Each sandbox slot runs as uid_base + slot, so RLIMIT_NPROC is per slot (a fork bomb in one
   // slot cannot starve another). -1: automatic (60000 when the judge runs as root and the
   // interpreter is readable by others, else the caller's uid); -2: never change the uid. A
-  // sandboxed process that keeps uid 0 has no capabilities (docs/judge-sandbox.md).
+  // sandboxed process that keeps uid 0 has no capabilities (docs/judge.md, "The sandbox").
   int uid_base = -1;
   long processes = 256;
   long open_files = 1024;
