@@ -65,8 +65,10 @@ TEST(Hf, ImportExportRoundTripIsBitExact) {
   EXPECT_EQ(fs::read_file(hf + "/config.json"), fs::read_file(out + "/config.json"));
   EXPECT_EQ(fs::read_file(hf + "/tokenizer.json"), fs::read_file(out + "/tokenizer.json"));
 
-  // Sharded export over the unsharded one: stale weights are replaced, contents still exact.
-  export_hf(dir, out, 40'000);
+  // Over an existing model only when asked; then stale weights are replaced, contents still exact.
+  EXPECT_THROW(export_hf(dir, out, 40'000), Error);
+  EXPECT_TRUE(stdfs::exists(out + "/model.safetensors"));
+  export_hf(dir, out, 40'000, /*verify=*/true, /*replace=*/true);
   EXPECT_FALSE(stdfs::exists(out + "/model.safetensors"));
   EXPECT_TRUE(stdfs::exists(out + "/model.safetensors.index.json"));
   EXPECT_EQ(stored_tensor_bytes(hf), stored_tensor_bytes(out));
