@@ -89,7 +89,7 @@ void merge_evidence(nlohmann::json& acc, const nlohmann::json& ev) {
   acc["calls"] = acc["calls"].get<long>() + 1;
   const long ext = ev.value("ext_calls", 0L), wrappers = ev.value("wrapper_calls", 0L);
   minimum("min_ext_calls", ext);
-  if (ev.value("kernels", false)) {  // only the correctness trials record CUDA kernels
+  if (ev.value("kernels", false)) {  // CUDA kernels were recorded (GPU)
     long own = 0;
     if (ev.contains("own_kernels") && ev["own_kernels"].is_object())
       for (auto& [k, n] : ev["own_kernels"].items()) own += n.is_number() ? n.get<long>() : 0;
@@ -402,9 +402,9 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
   };
 
   nlohmann::json reply;
-  const bool record = req.value("record_ops", false);
+  const bool record_ops = req.value("record_ops", false);
   if (!reference({{"cmd", "task"}, {"reference", req["reference"]}, {"init_seed", req["init_seed"]},
-                  {"xchg", xchg_}, {"record_ops", record}},
+                  {"xchg", xchg_}, {"record_ops", record_ops}},
                  reply))
     return false;
   const std::string in_path = xchg_ + "/in.bin";
@@ -415,7 +415,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
       if (!reference({{"cmd", "stage"}, {"seed", seeds[0] ^ (0xCA1 + c)}, {"like", true}}, staged)) return false;
       Timer host;
       if (!candidate({{"cmd", "calibrate"}, {"in_path", in_path}, {"out_path", cand->out_path()},
-                      {"like_path", xchg_ + "/like.bin"}, {"record_ops", record}},
+                      {"like_path", xchg_ + "/like.bin"}},
                      reply, "done"))
         return false;
       pass.protocol_ms.push_back(host.elapsed_ms() - reply.value("ms", 0.0));
@@ -425,17 +425,17 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
   }
   if (!candidate({{"cmd", "load"}, {"candidate", req["candidate"]}, {"cache_root", req["cache_root"]},
                   {"extensions", req.value("extensions", nlohmann::json::object())}, {"init_seed", req["init_seed"]},
-                  {"init_path", xchg_ + "/init.bin"}, {"record_ops", record}},
+                  {"init_path", xchg_ + "/init.bin"}, {"record_ops", record_ops}},
                  reply, "loaded"))
     return false;
   if (!quiet("loading")) return false;
   cand->thaw();
   for (size_t k = 0; k < seeds.size(); ++k) {
     nlohmann::json staged;
-    const bool kernels = k < timed_from;  // CUPTI's cost stays out of the timed calls
-    if (!reference({{"cmd", "stage"}, {"seed", seeds[k]}, {"kernels", kernels}}, staged)) return false;
+    const bool record = record_ops && k < timed_from;  // the op recorder's cost stays out of the timed calls
+    if (!reference({{"cmd", "stage"}, {"seed", seeds[k]}, {"record", record}}, staged)) return false;
     Timer host;
-    if (!candidate({{"cmd", "call"}, {"in_path", in_path}, {"out_path", cand->out_path()}, {"kernels", kernels}}, reply,
+    if (!candidate({{"cmd", "call"}, {"in_path", in_path}, {"out_path", cand->out_path()}, {"record", record}}, reply,
                    "done"))
       return false;
     const double host_ms = host.elapsed_ms();

@@ -323,10 +323,11 @@ class Caller:
             except RuntimeError:
                 pass
 
-    def call(self, model, inputs, kernels=False):
-        """(output, ms, evidence) of one call; evidence is the op record (None when off). With
-        kernels (the correctness trials), CUDA kernels are recorded too: CUPTI's cost would
-        distort the timed calls, which record ATen ops and extension calls only."""
+    def call(self, model, inputs, record=False):
+        """(output, ms, evidence) of one call; evidence is the op record (None when not recorded).
+        The judge records the correctness trials only: the profiler's cost (on the GPU node a tenth
+        of a second per call to stop it, and its per-op overhead inside the timed window) would
+        distort the timed calls."""
         cuda = self.device == "cuda"
         if cuda:
             self._poison()
@@ -334,7 +335,8 @@ class Caller:
             _persisting_l2_reset()
             torch.cuda.synchronize()
         prof = None
-        if self.record_ops:
+        kernels = False
+        if self.record_ops and record:
             from torch.profiler import ProfilerActivity, profile
             kernels = kernels and cuda
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if kernels else [])

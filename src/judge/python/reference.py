@@ -7,7 +7,7 @@ JSON lines on stdin, answers JSON lines on fd 3:
   (start)  -> {"event": "ready"}
   {"cmd": "task", "reference", "init_seed", "xchg", "record_ops"}
            -> {"event": "ok"}: Model built under init_seed; its init inputs written to xchg/init.bin
-  {"cmd": "stage", "seed", "kernels", "like"?}
+  {"cmd": "stage", "seed", "record", "like"?}
            -> {"event": "ok", "ref_ms", "ref_host_ms"}: inputs of get_inputs() under the hidden seed
               written to xchg/in.bin, the reference run on them exactly as the candidate will be
               (harness.Caller, fresh tensors read from the file), its output kept in memory only
@@ -91,7 +91,7 @@ class Reference:
             harness.write_tensors(in_path, list(inputs))
             h0 = time.perf_counter()
             args = harness.read_tensors(in_path, self.device)
-            out, ms, _ = self.caller.call(self.model, args, bool(req.get("kernels")))
+            out, ms, _ = self.caller.call(self.model, args, bool(req.get("record")))
             harness.write_tensors_to(io.BytesIO(), out)  # the cost of writing it, as the candidate writes its own
             host_ms = (time.perf_counter() - h0) * 1e3
             if req.get("like"):  # calibration only (before candidate code runs): an output to hand back

@@ -7,9 +7,9 @@ hands outputs over. Requests are JSON lines on stdin, answers JSON lines on fd 3
   (start)  -> {"event": "ready"}
   {"cmd": "load", "candidate", "cache_root", "extensions", "init_seed", "init_path", "record_ops"}
            -> {"event": "loaded"} | {"event": "failed", "status", "message"}
-  {"cmd": "call", "in_path", "out_path", "kernels"}
+  {"cmd": "call", "in_path", "out_path", "record"}
            -> {"event": "done", "ms", "input_mutated", "evidence"} | {"event": "failed", ...}
-  {"cmd": "calibrate", "in_path", "out_path", "like_path", "record_ops"}
+  {"cmd": "calibrate", "in_path", "out_path", "like_path"}
            -> as "call", with a model that returns the reference's output (read before the clock
               starts): sent before "load", it measures what the protocol costs in this process
 
@@ -74,7 +74,7 @@ def install_extensions(req):
 def warm_up(device, caller):
     """Starts what the runtime starts lazily (CUDA context, profiler) before the judge counts our threads."""
     x = torch.ones(8, device=device)
-    caller.call(lambda t: t * 2, (x,), kernels=True)
+    caller.call(lambda t: t * 2, (x,), record=True)
 
 
 def load(req, state):
@@ -108,7 +108,7 @@ def call(req, state, model=None):
     inputs = harness.read_tensors(req["in_path"], device)
     before = [t.clone() for t in harness.flatten(inputs)]
     try:
-        out, ms, evidence = state["caller"].call(model or state["model"], inputs, bool(req.get("kernels")))
+        out, ms, evidence = state["caller"].call(model or state["model"], inputs, bool(req.get("record")))
     except Fail:
         raise
     except BaseException as e:  # noqa: BLE001
@@ -139,7 +139,6 @@ def main():
                 emit(call(req, state))
             elif req["cmd"] == "calibrate":  # before any candidate code: the protocol's own cost
                 like = harness.read_tensors(req["like_path"], state["device"])
-                state["caller"].record_ops = bool(req.get("record_ops"))
                 emit(call(req, state, model=lambda *args: like))
             else:
                 emit({"event": "failed", "status": "judge_error", "message": "unknown command"})

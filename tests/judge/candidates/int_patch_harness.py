@@ -4,7 +4,11 @@ import sys
 # Rebinds the harness's comparison and timing in this process, as a candidate could in the old
 # one-process executor: everything "passes" and every call takes a microsecond.
 for mod in list(sys.modules.values()):
-    if hasattr(mod, "compare") and hasattr(mod, "Caller"):
+    try:
+        target = hasattr(mod, "compare") and hasattr(mod, "Caller")
+    except Exception:  # noqa: BLE001 -- lazy modules raise on attribute access
+        target = False
+    if target:
         mod.compare = lambda out, ref, atol, rtol: 0.0
         mod.same_bits = lambda a, b: True
         real_call = mod.Caller.call

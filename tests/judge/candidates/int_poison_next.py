@@ -11,8 +11,11 @@ for d in [os.getcwd(), os.environ.get("TMPDIR", "/tmp"), "/tmp", "/dev/shm", "/v
     except OSError:
         pass
 for mod in list(sys.modules.values()):
-    if hasattr(mod, "compare") and hasattr(mod, "Caller"):
-        mod.compare = lambda out, ref, atol, rtol: 0.0
+    try:
+        if hasattr(mod, "compare") and hasattr(mod, "Caller"):
+            mod.compare = lambda out, ref, atol, rtol: 0.0
+    except Exception:  # noqa: BLE001 -- lazy modules raise on attribute access
+        pass
 torch.allclose = lambda *a, **k: True
 sys.stderr.write("POISON-STDERR\n")
 sys.stderr.flush()
