@@ -19,6 +19,7 @@
 
 #include "dice/judge/executor.h"
 #include "dice/text/chat.h"
+#include "dice/util/cleanup.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/hash.h"
@@ -142,6 +143,7 @@ struct Judge::Impl {
   std::vector<std::unique_ptr<Executor>> executors;
   std::mt19937_64 rng;
   std::string owned_scratch;  // removed on destruction when the judge made it
+  std::unique_ptr<cleanup::ScratchGuard> scratch_guard;  // ... and on SIGINT / SIGTERM / SIGHUP
 };
 
 Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
@@ -153,6 +155,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   if (cfg_.scratch_root.empty()) {
     cfg_.scratch_root = fs::make_temp_dir("dice_judge_");
     impl_->owned_scratch = cfg_.scratch_root;
+    impl_->scratch_guard = std::make_unique<cleanup::ScratchGuard>(cfg_.scratch_root);
   }
   make_dir(cfg_.scratch_root, 0755);
   const bool private_cache = cfg_.cache_root.empty();  // gone with this judge

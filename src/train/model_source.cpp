@@ -82,7 +82,7 @@ void load_into(model::Transformer& m, const model::NamedTensors& w, const std::s
     torch::NoGradGuard ng;
     m->load_weights(w);
   } catch (const Error& e) {
-    throw Error(str("The weights in ", source, " do not fit the model (", m->config().num_hidden_layers,
+    throw Error(str("The weights in ", source, " do not fit the run's model (", m->config().num_hidden_layers,
                     " layers, hidden ", m->config().hidden_size, "): ", e.what(), " Is it a checkpoint of another model?"));
   }
 }

@@ -10,7 +10,8 @@
 #   incomplete   a checkpoint without its COMPLETE marker, given to eval, export-hf and sample
 #   values       bad values and misleading messages (items 7-9 of the issue)
 #   train        dice train into a locked run directory / one started from another model
-#   signal       SIGTERM during ckpt init --replace: no staging folder left, the old model kept
+#   signal       SIGTERM during ckpt init --replace: no staging folder left, the old model kept;
+#                SIGTERM during dice judge: no dice_judge_* scratch folder left
 # usage: outputs_test.sh DICE_BINARY SOURCE_DIR SCENARIO
 set -uo pipefail
 dice=$1
@@ -260,6 +261,23 @@ signal)
   compgen -G "model.tmp.*" > /dev/null && fail "the staging folder was left behind: $(ls -d model.tmp.*)"
   (cd model && sha256sum -c --quiet "$work/sums") || fail "the old model changed"
   echo "  ok: ended by SIGTERM, no staging left, old model intact"
+  echo "== SIGTERM during dice judge: its dice_judge_* scratch folder is removed"
+  mkdir tmp && chmod 755 tmp
+  python3 -c "import json; t = json.loads(open('two.jsonl').readline()); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > cands.jsonl
+  TMPDIR=$work/tmp "$dice" judge --tasks two.jsonl --candidates cands.jsonl --out verdicts.jsonl > judge.log 2>&1 &
+  pid=$!
+  for _ in $(seq 2000); do
+    compgen -G "tmp/dice_judge_*/exec0_*" > /dev/null && break  # scratch made, a candidate process started
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+  done
+  compgen -G "tmp/dice_judge_*" > /dev/null || { cat judge.log; fail "the judge's scratch folder never appeared"; }
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  [[ $rc -eq 143 ]] || { cat judge.log; fail "dice judge: rc $rc (want 143: ended by SIGTERM)"; }
+  compgen -G "tmp/dice_judge_*" > /dev/null && fail "the judge's scratch folder was left behind: $(ls -d tmp/dice_judge_*)"
+  echo "  ok: ended by SIGTERM, no dice_judge_* folder left"
   ;;
 train)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
