@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace dice::app {
 
 struct BenchSuite {
@@ -17,6 +19,11 @@ struct BenchSuite {
 };
 
 std::vector<BenchSuite>& bench_suites();
+
+// Runs a peer's shell command, returns its stdout; throws a sentence naming `who` when it fails.
+std::string run_capture(const std::string& cmd, const std::string& who);
+// The last line of `out` that starts with '{', parsed (a peer prints its result as one JSON line).
+nlohmann::json last_json_line(const std::string& out, const std::string& who);
 
 struct BenchRegistrar {
   BenchRegistrar(std::string name, std::string description, std::function<void(CLI::App&)> setup) {

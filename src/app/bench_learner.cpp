@@ -114,26 +114,6 @@ void reset_peak(torch::Device dev) {
   (void)dev;
 }
 
-std::string run_capture(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen(cmd.c_str(), "r");
-  DICE_REQUIRE(f, "Could not start: ", cmd);
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  int rc = pclose(f);
-  DICE_REQUIRE(rc == 0, "The learner peer failed (exit ", rc, "): ", cmd, "\n", out);
-  return out;
-}
-
-nlohmann::json last_json_line(const std::string& out) {
-  std::istringstream is(out);
-  std::string line, last;
-  while (std::getline(is, line))
-    if (!line.empty() && line[0] == '{') last = line;
-  DICE_REQUIRE(!last.empty(), "The learner peer printed no JSON result:\n", out);
-  return nlohmann::json::parse(last);
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> v;
   std::string cur;
@@ -413,7 +393,7 @@ void run_bench(const LearnerBenchArgs& a) {
     if (a.peer) {
       std::string cmd = str(a.python, " ", a.peer_script, " --shape ", shape, " --prompt-len ", P, " --response-len ", R,
                             " --rows ", a.peer_rows, a.checkpoint == "all" ? " --checkpoint" : "", " 2>&1");
-      peer = last_json_line(run_capture(cmd));
+      peer = last_json_line(run_capture(cmd, "The learner peer"), "The learner peer");
       log::info("bench learner: peer ", shape, ": ", peer["row_tokens_per_s"].get<double>(), " row tok/s (",
                 peer["impl"].get<std::string>(), ")");
     }

@@ -122,26 +122,6 @@ std::vector<std::vector<int64_t>> random_prompts(int64_t B, int64_t L, uint64_t 
   return p;
 }
 
-std::string run_capture(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen(cmd.c_str(), "r");
-  DICE_REQUIRE(f, "Could not start: ", cmd);
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  int rc = pclose(f);
-  DICE_REQUIRE(rc == 0, "The peer failed (exit ", rc, "): ", cmd, "\n", out);
-  return out;
-}
-
-nlohmann::json last_json_line(const std::string& out) {
-  std::istringstream is(out);
-  std::string line, last;
-  while (std::getline(is, line))
-    if (!line.empty() && line[0] == '{') last = line;
-  DICE_REQUIRE(!last.empty(), "The peer printed no JSON result:\n", out);
-  return nlohmann::json::parse(last);
-}
-
 void run_throughput(const SampleBenchArgs& a) {
   const auto dev = bench_device();
   const auto dtype = dev.is_cuda() ? torch::kBFloat16 : torch::kFloat32;
@@ -159,7 +139,7 @@ void run_throughput(const SampleBenchArgs& a) {
       const int64_t pn = a.peer_max_new > 0 ? std::min(a.peer_max_new, max_new) : max_new;
       std::string cmd = str(a.python, " ", a.peer_script, " --mode bench --shape ", shape, " --batch ", B,
                             " --prompt-len ", a.prompt_len, " --max-new ", pn, " --temperature ", a.temperature, " 2>&1");
-      auto j = last_json_line(run_capture(cmd));
+      auto j = last_json_line(run_capture(cmd, "The peer"), "The peer");
       peer_tps[bi] = j["tokens_per_s"].get<double>();
       peer_impl[bi] = j["impl"].get<std::string>();
       log::info("bench sample: peer ", shape, " batch ", B, ": ", peer_tps[bi], " tok/s (", peer_impl[bi], ", ", pn,
@@ -403,7 +383,7 @@ void run_greedy_check(const SampleBenchArgs& a) {
   fs::write_file(dir + "/prompts.json", pj.dump());
   std::string cmd = str(a.python, " ", a.peer_script, " --mode greedy --model-dir ", dir, " --prompts ", dir,
                         "/prompts.json --max-new ", max_new, " --dtype float32 --out ", dir, "/peer.json 2>&1");
-  run_capture(cmd);
+  run_capture(cmd, "The peer");
   auto peer = nlohmann::json::parse(fs::read_file(dir + "/peer.json"));
   // Tokens and step maps of one set of dice records against the peer's; prints a line per prompt.
   auto compare = [&](const std::vector<rollout::SampleRecord>& got_recs, const std::string& what) {

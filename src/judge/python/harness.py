@@ -14,7 +14,9 @@ import json
 import math
 import os
 import struct
+import sys
 import time
+import traceback
 
 import torch
 
@@ -404,3 +406,30 @@ def evidence(prof, kernels):
     wrapper_calls = sum(1 for e in ext_events if compute_in_ext.get(id(e)))
     return {"kernels": bool(kernels), "ext_calls": ext_calls, "wrapper_calls": wrapper_calls, "aten_outside": outside, "aten_inside": inside,
             "own_kernels": own_k, "library_kernels": lib_k}
+
+
+def serve(handlers, error_status):
+    """The request loop of both processes: JSON lines on stdin, one answer per request on fd 3
+    ({"event": "ready"} first). handlers: cmd -> fn(req) returning the answer. A Fail becomes
+    {"event": "failed", "status", "message"}; anything else the failure class error_status."""
+    answer = os.fdopen(3, "w", buffering=1)
+
+    def emit(obj):
+        answer.write(json.dumps(obj) + "\n")
+        answer.flush()
+
+    emit({"event": "ready", "torch": torch.__version__})
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        try:
+            fn = handlers.get(req.get("cmd"))
+            reply = fn(req) if fn else {"event": "failed", "status": "judge_error", "message": "unknown command"}
+        except Fail as f:
+            reply = {"event": "failed", "status": f.status, "message": f.message}
+        except BaseException:  # noqa: BLE001 -- answer whatever happens
+            reply = {"event": "failed", "status": error_status, "message": tail(traceback.format_exc())}
+        emit(reply)
+    os._exit(0)

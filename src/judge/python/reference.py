@@ -21,7 +21,6 @@ A reference that fails to load or run is the judge's problem (status judge_error
 candidate's.
 """
 import io
-import json
 import os
 import sys
 import time
@@ -35,13 +34,6 @@ import torch  # noqa: E402
 
 import harness  # noqa: E402
 from harness import Fail  # noqa: E402
-
-answer = os.fdopen(3, "w", buffering=1)
-
-
-def emit(obj):
-    answer.write(json.dumps(obj) + "\n")
-    answer.flush()
 
 
 def to_device(x, device):
@@ -118,22 +110,8 @@ def main():
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     torch.set_num_threads(1)
     ref = Reference(device)
-    emit({"event": "ready", "torch": torch.__version__})
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        req = json.loads(line)
-        try:
-            fn = {"task": ref.task, "stage": ref.stage, "check": ref.check}[req["cmd"]]
-            reply = fn(req)
-            reply["event"] = "ok"
-        except Fail as f:
-            reply = {"event": "failed", "status": f.status, "message": f.message}
-        except BaseException:  # noqa: BLE001
-            reply = {"event": "failed", "status": "judge_error", "message": harness.tail(traceback.format_exc())}
-        emit(reply)
-    os._exit(0)
+    ok = lambda fn: lambda req: dict(fn(req), event="ok")  # noqa: E731
+    harness.serve({"task": ok(ref.task), "stage": ok(ref.stage), "check": ok(ref.check)}, "judge_error")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ write outside its scratch). The judge freezes this process after each answer, ch
 thread or child is left, and has the reference process compare out_path. Which calls are timed,
 which inputs are hidden trial inputs and what the reference computed, this process never learns.
 """
-import json
 import os
 import sys
 import traceback
@@ -34,13 +33,6 @@ import torch  # noqa: E402
 import ext  # noqa: E402
 import harness  # noqa: E402
 from harness import Fail  # noqa: E402
-
-answer = os.fdopen(3, "w", buffering=1)
-
-
-def emit(obj):
-    answer.write(json.dumps(obj) + "\n")
-    answer.flush()
 
 
 class _ExtProxy:
@@ -125,28 +117,14 @@ def main():
         torch.cuda.init()
     state = {"device": device, "caller": harness.Caller(device, record_ops=True)}
     warm_up(device, state["caller"])
-    emit({"event": "ready", "torch": torch.__version__})
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        req = json.loads(line)
-        try:
-            if req["cmd"] == "load":
-                load(req, state)
-                emit({"event": "loaded"})
-            elif req["cmd"] == "call":
-                emit(call(req, state))
-            elif req["cmd"] == "calibrate":  # before any candidate code: the protocol's own cost
-                like = harness.read_tensors(req["like_path"], state["device"])
-                emit(call(req, state, model=lambda *args: like))
-            else:
-                emit({"event": "failed", "status": "judge_error", "message": "unknown command"})
-        except Fail as f:
-            emit({"event": "failed", "status": f.status, "message": f.message})
-        except BaseException:  # noqa: BLE001 -- answer whatever happens
-            emit({"event": "failed", "status": "runtime_error", "message": harness.tail(traceback.format_exc())})
-    os._exit(0)
+
+    def calibrate(req):  # before any candidate code: what the protocol itself costs here
+        like = harness.read_tensors(req["like_path"], device)
+        return call(req, state, model=lambda *args: like)
+
+    harness.serve({"load": lambda req: (load(req, state), {"event": "loaded"})[1],
+                   "call": lambda req: call(req, state),
+                   "calibrate": calibrate}, "runtime_error")
 
 
 if __name__ == "__main__":
