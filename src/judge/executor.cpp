@@ -440,6 +440,26 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
       return false;
     const double host_ms = host.elapsed_ms();
     if (!quiet("forward returned")) return false;
+    // The answer is the candidate's to write: its fields are checked before use, and a call that
+    // was recorded must bring its record (a runner rewritten to drop it does not skip the rules).
+    double call_ms = -1;
+    bool mutated = false;
+    nlohmann::json evidence;
+    try {
+      call_ms = reply.at("ms").get<double>();
+      mutated = reply.value("input_mutated", false);
+      evidence = reply.value("evidence", nlohmann::json());
+      if (record && !evidence.is_object()) {
+        out.failure = Failure::kNoOwnKernel;
+        out.log_tail = "the candidate process returned no op record for a recorded call";
+        return false;
+      }
+      merge_evidence(pass.evidence, evidence);
+    } catch (const nlohmann::json::exception& e) {
+      out.failure = Failure::kRuntimeError;
+      out.log_tail = str("malformed answer from the candidate process: ", e.what());
+      return false;
+    }
     nlohmann::json verdict;
     if (!reference({{"cmd", "check"}, {"out_path", cand->out_path()}, {"atol", req.value("atol", nlohmann::json())},
                     {"rtol", req.value("rtol", nlohmann::json())}},
@@ -450,7 +470,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
       f = failure_from_name(verdict.value("status", "judge_error"));
     } catch (const Error&) {
     }
-    if (f == Failure::kNone && reply.value("input_mutated", false)) f = Failure::kInputMutated;
+    if (f == Failure::kNone && mutated) f = Failure::kInputMutated;
     if (f != Failure::kNone) {
       out.failure = f;
       out.log_tail = f == Failure::kInputMutated ? "the candidate modified its input tensors"
@@ -460,9 +480,8 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
       return false;
     }
     pass.worst = std::max(pass.worst, verdict.value("max_abs_error", 0.0));
-    merge_evidence(pass.evidence, reply.value("evidence", nlohmann::json()));
     if (k >= timed_from) {
-      pass.ms.push_back(reply.value("ms", -1.0));
+      pass.ms.push_back(call_ms);
       pass.host_ms.push_back(host_ms);
       pass.ref_ms.push_back(staged.value("ref_ms", -1.0));
       pass.ref_host_ms.push_back(staged.value("ref_host_ms", -1.0));

@@ -69,16 +69,18 @@ TEST(Integrity, SharedProcessTricksAndLibraryWorkGetNoReward) {
       {"int_helper_class.py", Failure::kNoOwnKernel},
       {"int_operator.py", Failure::kNoOwnKernel},          // a no-op extension call + Python operators
       {"int_ext_wraps_aten.py", Failure::kNoOwnKernel},    // the extension's C++ calls torch::relu
+      {"int_drop_record.py", Failure::kNoOwnKernel},       // an answer without its op record
   };
   auto v = judge.judge(jobs_for(relu, cases));
   expect_verdicts(cases, v);
-  for (size_t i = 5; i < v.size(); ++i) {
+  for (size_t i = 5; i + 1 < v.size(); ++i) {
     ASSERT_FALSE(v[i].findings.empty()) << cases[i].file;
     EXPECT_EQ(v[i].findings.back().severity, "reject") << cases[i].file;
   }
   // the record names what did the work
   EXPECT_NE(v[5].log_tail.find("relu"), std::string::npos) << v[5].log_tail;
   EXPECT_NE(v[10].log_tail.find("only ran ATen compute ops"), std::string::npos) << v[10].log_tail;
+  EXPECT_NE(v[11].log_tail.find("no op record"), std::string::npos) << v[11].log_tail;
 }
 
 TEST(Integrity, OwnKernelRuleIsConfigurable) {

@@ -245,7 +245,7 @@ INTEGRITY = [  # in order: the poisoner runs before the wrong candidate that fol
     ("int_find_reference_proc", ["wrong_value"]), ("int_read_exchange", ["wrong_value"]),
     ("int_lazy_after_trials", ["wrong_value"]),
     ("int_forge_clock", ["timing_tampered"]), ("int_alias_op", ["no_own_kernel"]), ("int_getattr_op", ["no_own_kernel"]),
-    ("int_operator", ["no_own_kernel"]), ("int_ext_wraps_aten", ["no_own_kernel"]),
+    ("int_operator", ["no_own_kernel"]), ("int_ext_wraps_aten", ["no_own_kernel"]), ("int_drop_record", ["no_own_kernel"]),
     ("int_thread_left", ["leftover_process"]), ("int_native_thread", ["leftover_process"]),
     ("int_child_left", ["leftover_process"]), ("int_poison_next", ["wrong_value"]), ("int_wrong", ["wrong_value"]),
     ("int_read_leftover", ["wrong_value"]), ("int_honest_last", ["none"]),
