@@ -231,6 +231,9 @@ values)
   j=(judge --tasks two.jsonl --candidates cands.jsonl --set "cache_root=$work/cache")
   expect_error "judge.compile_workers must be >= 1" "$dice" "${j[@]}" --out v.jsonl --set compile_workers=0
   run_ok "$dice" "${j[@]}" --out v.jsonl --set judge.compile_workers=1  # the key as the message names it
+  expect_error "judge.max_jobs must be >= 1" "$dice" "${j[@]}" --out v2.jsonl --set judge.max_jobs=-1
+  expect_error "judge.plausible_speedup must be > 1" "$dice" "${j[@]}" --out v2.jsonl --set judge.plausible_speedup=0.5
+  expect_error "unknown config key" "$dice" "${j[@]}" --out v2.jsonl --set judge.timing_input_sets=0  # every call has fresh inputs now
   expect_error "'frobnicate' is not a dice command" "$dice" frobnicate
   expect_error "is a file; pass a checkpoint folder" "$dice" ckpt info prompts.txt
   expect_error "config key 'device' is 'cuda:x', but must be one of" "$dice" eval --checkpoint model "${eval_args[@]}" \
