@@ -154,20 +154,22 @@ class Executor::Candidate {
     return true;
   }
 
-  // SIGSTOP for the interpreter and its process group; true once every thread is stopped.
+  // SIGSTOP for the interpreter and its process group; true once every thread is stopped (or in
+  // uninterruptible sleep: such a thread stops before it runs user code again). A loaded machine
+  // can take seconds to schedule every thread into the stop.
   bool freeze() {
     const pid_t py = std::stoi(py_);
     ::kill(py, SIGSTOP);
     ::kill(-proc_->pid(), SIGSTOP);
     Timer t;
-    while (t.elapsed_s() < 2) {
+    while (t.elapsed_s() < 20) {
       bool all = true;
       for (const auto& tid : numeric_entries("/proc/" + py_ + "/task")) {
         char st = proc_stat(py_ + "/task/" + tid).state;
-        all = all && (st == 'T' || st == 't' || st == '\0' || st == 'Z' || st == 'X');
+        all = all && (st == 'T' || st == 't' || st == 'D' || st == '\0' || st == 'Z' || st == 'X');
       }
       if (all) return true;
-      usleep(200);
+      usleep(t.elapsed_s() < 0.01 ? 100 : 2000);
     }
     return false;
   }
