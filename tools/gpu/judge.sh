@@ -26,20 +26,25 @@ cores=$(nproc); workers=$(( cores / 2 )); (( workers < 1 )) && workers=1
 common=(--set device=cuda --set "python=$PY" --set "compile_workers=$workers" --set max_jobs=2)
 # JUDGE_SETS: extra overrides, e.g. the sandbox setting `dice doctor` recommends on this node.
 for s in ${JUDGE_SETS:-}; do common+=(--set "$s"); done
+# The build cache stays outside $OUT: the device tool brings back only a limited number of files.
+cache=${JUDGE_CACHE:-/tmp/dice-judge-cases-cache}
+mkdir -p "$cache" && chmod 755 "$cache"
+# executors for the checked and hostile runs (the integrity run always has one: the poisoner's slot)
+ex=${CASES_EXECUTORS:-1}
 rc=0
 
 if [[ $PHASE == cases || $PHASE == all ]]; then
   echo "== judge cases (CUDA): honest, mutants, hostile"
   $PY tools/gpu/judge_cases.py write "$OUT/cases"
   "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_checked.jsonl" \
-    --out "$OUT/verdicts_checked.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set timing=true \
+    --out "$OUT/verdicts_checked.jsonl" "${common[@]}" --set "cache_root=$cache" --set timing=true --set executors=$ex \
     --set exec_timeout_s=120 > "$OUT/judge_checked.log" 2>&1; tail -30 "$OUT/judge_checked.log"
   "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_hostile.jsonl" \
-    --out "$OUT/verdicts_hostile.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set static_check=off \
+    --out "$OUT/verdicts_hostile.jsonl" "${common[@]}" --set "cache_root=$cache" --set static_check=off --set executors=$ex \
     --set exec_timeout_s=20 > "$OUT/judge_hostile.log" 2>&1; tail -30 "$OUT/judge_hostile.log"
   # integrity suite: one executor, so every candidate follows the poisoner in the same slot
   "$DICE" judge --tasks "$OUT/cases/tasks.jsonl" --candidates "$OUT/cases/candidates_integrity.jsonl" \
-    --out "$OUT/verdicts_integrity.jsonl" "${common[@]}" --set "cache_root=$OUT/cache" --set static_check=off \
+    --out "$OUT/verdicts_integrity.jsonl" "${common[@]}" --set "cache_root=$cache" --set static_check=off \
     --set timing=true --set executors=1 --set exec_timeout_s=120 > "$OUT/judge_integrity.log" 2>&1; tail -30 "$OUT/judge_integrity.log"
   $PY tools/gpu/judge_cases.py check "$OUT/cases" "$OUT/verdicts_checked.jsonl" "$OUT/verdicts_hostile.jsonl" \
     "$OUT/verdicts_integrity.jsonl" \
