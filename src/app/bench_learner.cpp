@@ -8,16 +8,22 @@
 // the layouts compare: dice's packed rows do the same work in fewer tokens. Useful FLOPs count
 // what the loss needs, for either layout: matrix FLOPs of the layers on the row tokens the layout
 // has, attention only on the query-key pairs the mask allows, lm_head only at the targets; a
-// forward is 1x, forward + backward 3x (dice's step: old log-probs 1x + update 3x = 4x; the
-// peer's forward + backward 3x). Checkpointing's recompute is not counted. MFU = useful FLOP/s /
-// the measured bf16 matmul peak (790 TFLOP/s on an H200, DESIGN §7).
+// forward is 1x, forward + backward 3x. dice's step: the update's forward + backward 3x, plus 1x
+// for the share of the rows the no-grad old log-probs pass scored (0 when the step is one update:
+// the first update's old log-probs are its own forward's, LearnerOptions::reuse_first_forward);
+// the peer's forward + backward 3x. Checkpointing's recompute is not counted. MFU = useful
+// FLOP/s / the measured bf16 matmul peak (790 TFLOP/s on an H200, DESIGN §7).
+//
+// Paths: fast (the trainer's trace.fast: sparse plan, chunked log-probs, fused training
+// operators), composite (fast without the fused operators: ScoreOptions::fused off), plain.
 //
 // `--parts` adds one step timed op by op (device synchronised at every outermost operator and
 // autograd node, so it is slower than the timed step): attention, GEMMs, logits/log-softmax,
 // other (norms, RoPE, elementwise, embedding, loss, gathers), optimizer, all-reduce. Backward
 // nodes are attributed to the part of the forward operator that made them (sequence numbers).
 // `--grad-check` compares bf16 fast-path log-probs and gradients with fp32 plain ones on a small
-// shape (and fp32 fast with fp32 plain: the sparse attention on this device's SDPA).
+// shape (and fp32 fast with fp32 plain: the sparse attention on this device's SDPA), and the
+// fused training operators (train_ops.h) with the composite ops, both bf16, against fp32.
 #include <ATen/Parallel.h>
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
@@ -33,6 +39,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -44,7 +51,9 @@
 #include "bench.h"
 #include "dice/dist/comm.h"
 #include "dice/model/config.h"
+#include "dice/model/fused_ops.h"
 #include "dice/model/masks.h"
+#include "dice/model/train_ops.h"
 #include "dice/model/transformer.h"
 #include "dice/rl/trace.h"
 #include "dice/train/learner_loop.h"
@@ -380,7 +389,7 @@ void run_bench(const LearnerBenchArgs& a) {
   if (!dev.is_cuda()) log::warn("bench learner: no GPU; running on CPU in fp32 (numbers are not meaningful)");
   auto comm = self_comm(dev);
   nlohmann::json results = nlohmann::json::array();
-  std::printf("%-10s %-8s %-5s %6s %7s %12s %12s %7s %9s %6s %10s %9s\n", "shape", "strategy", "path", "resp",
+  std::printf("%-10s %-8s %-9s %6s %7s %12s %12s %7s %9s %6s %10s %9s\n", "shape", "strategy", "path", "resp",
               "rows", "ref tok/s", "peer tok/s", "ratio", "TFLOP/s", "MFU", "peak mem", "step s");
   std::fflush(stdout);
   for (const auto& shape : a.shapes) {
@@ -403,7 +412,7 @@ void run_bench(const LearnerBenchArgs& a) {
     for (const auto& strategy : a.strategies) {
       auto rollouts = synthetic_rollouts(cfg, P, R, a.responses, strategy, 17);
       const Work ref = layout_work(rollouts, cfg, "reference"), packed = layout_work(rollouts, cfg, "packed");
-      const double useful = 4.0 * forward_flops(cfg, packed);  // old log-probs 1x + update 3x
+      const double fwd_flops = forward_flops(cfg, packed);
       // Checkpointed layers: "auto" from an estimate of what fits (activations of an unfused layer
       // about 2 bytes x (24 hidden + 6 ffn) per token), all of them if that still runs out of memory.
       int64_t ckpt_layers = 0;
@@ -423,10 +432,10 @@ void run_bench(const LearnerBenchArgs& a) {
       for (const auto& path : a.paths) {
         train::RlRunConfig rc;
         rc.trace.layout = "packed";
-        rc.trace.fast = path == "fast";
+        rc.trace.fast = path != "plain";
         rc.trace.attn_chunk = a.attn_chunk;
         rc.trace.logit_chunk = a.logit_chunk;
-        rc.optim.checkpoint_layers = path == "fast" ? ckpt_layers : 0;
+        rc.optim.checkpoint_layers = path != "plain" ? ckpt_layers : 0;
         rc.optim.responses_per_update = a.responses;
         rc.optim.micro_batch_tokens = 1;  // one row (one response) per forward/backward
         rc.optim.grad_clip = 1.0;
@@ -438,6 +447,7 @@ void run_bench(const LearnerBenchArgs& a) {
         for (int attempt = 0;; ++attempt) {
           try {
             lp = std::make_unique<train::LearnerLoop>(rc, master, *comm, std::nullopt, lo);
+            if (path == "composite") lp->set_fused(false);
             lp->step(rollouts);  // warm-up: allocator, kernels, plans
             sync(dev);
             break;
@@ -446,7 +456,7 @@ void run_bench(const LearnerBenchArgs& a) {
             lp.reset();
             for (auto& p : master->parameters()) p.mutable_grad() = torch::Tensor();
             empty_cache(dev);
-            if (rc.optim.checkpoint_layers < 0 || attempt > 0 || path != "fast") {
+            if (rc.optim.checkpoint_layers < 0 || attempt > 0 || path == "plain") {
               fits = false;
               break;
             }
@@ -456,7 +466,7 @@ void run_bench(const LearnerBenchArgs& a) {
           }
         }
         if (!fits) {
-          std::printf("%-10s %-8s %-5s does not fit on this device (%s, %s)\n", shape.c_str(), strategy.c_str(),
+          std::printf("%-10s %-8s %-9s does not fit on this device (%s, %s)\n", shape.c_str(), strategy.c_str(),
                       path.c_str(), optim ? "with AdamW state" : "without optimizer state",
                       rc.optim.checkpoint_layers ? "checkpointed layers" : "no checkpointing");
           std::fflush(stdout);
@@ -479,19 +489,23 @@ void run_bench(const LearnerBenchArgs& a) {
         }
         const double steps = static_cast<double>(a.steps);
         sec /= steps;
+        const double step_row_tokens = m["row_tokens"].get<double>();
+        const double old_share = step_row_tokens > 0 ? m["old_logp_row_tokens"].get<double>() / step_row_tokens : 0.0;
+        const double useful = (3.0 + old_share) * fwd_flops;
         const int64_t peak = peak_bytes(dev);
         const double tps = static_cast<double>(ref.tokens) / sec;
         const double ptps = a.peer ? peer["row_tokens_per_s"].get<double>() : 0.0;
         const double tflops = useful / sec / 1e12, mfu = useful / sec / a.peak_flops;
-        std::printf("%-10s %-8s %-5s %6ld %7ld %12.1f %12.1f %6.2fx %9.1f %5.1f%% %10s %9.3f\n", shape.c_str(),
+        std::printf("%-10s %-8s %-9s %6ld %7ld %12.1f %12.1f %6.2fx %9.1f %5.1f%% %10s %9.3f\n", shape.c_str(),
                     strategy.c_str(), path.c_str(), static_cast<long>(a.responses), static_cast<long>(ref.rows), tps,
                     ptps, ptps > 0 ? tps / ptps : 0.0, tflops, 100 * mfu, fmt_bytes(peak).c_str(), sec);
         std::printf("    per step: old log-probs %.3f s | forward+backward %.3f s | all-reduce %.3f s | clip+AdamW+"
                     "bf16 copy %.3f s; reference layout %ld rows = %ld tokens, packed %ld rows = %ld tokens, %ld "
-                    "targets; useful %.1f TFLOP (pairs: packed %.3g, reference %.3g)%s%s\n",
+                    "targets; useful %.1f TFLOP = forward x (3 update + %.2f no-grad old log-probs pass) (pairs: "
+                    "packed %.3g, reference %.3g)%s%s\n",
                     old_s / steps, (upd_s - opt_s - ar_s) / steps, ar_s / steps, opt_s / steps,
                     static_cast<long>(ref.rows), static_cast<long>(ref.tokens), static_cast<long>(packed.rows),
-                    static_cast<long>(packed.tokens), static_cast<long>(packed.targets), useful / 1e12,
+                    static_cast<long>(packed.tokens), static_cast<long>(packed.targets), useful / 1e12, old_share,
                     static_cast<double>(packed.pairs), static_cast<double>(ref.pairs),
                     rc.optim.checkpoint_layers == 0 ? ""
                     : rc.optim.checkpoint_layers < 0 ? "; every layer checkpointed"
@@ -505,6 +519,7 @@ void run_bench(const LearnerBenchArgs& a) {
                               {"useful_flops", useful}, {"tflops", tflops}, {"mfu", mfu}, {"peak_bytes", peak},
                               {"time_old_logp_s", old_s / steps}, {"time_update_s", upd_s / steps},
                               {"time_optimizer_s", opt_s / steps}, {"time_allreduce_s", ar_s / steps},
+                              {"old_logp_share", old_share},
                               {"checkpoint", rc.optim.checkpoint_layers}, {"optimizer", optim},
                               {"loss", m["loss"]}, {"grad_norm", m["grad_norm"]}};
         if (a.peer) {
@@ -548,6 +563,92 @@ void run_bench(const LearnerBenchArgs& a) {
   if (!a.json_out.empty()) fs::write_file(a.json_out, results.dump(1));
 }
 
+// The fused training operators one by one (train_ops.h) against their composite ops, both in
+// bf16, and both against the composite ops in fp32: forward values and every input's gradient.
+// Passes when the fused one is as close to fp32 as the composite bf16 one (up to 1.5x + a bit).
+bool op_check(torch::Device dev) {
+  namespace tr = model::train;
+  auto bf = torch::TensorOptions().dtype(torch::kBFloat16).device(dev);
+  if (!tr::on_kernels(torch::empty({1}, bf))) {
+    std::printf("op-check: no CUDA kernels on %s (the fused operators are the composite ops here)\n", dev.str().c_str());
+    return true;
+  }
+  torch::manual_seed(7);
+  bool ok = true;
+  // f(inputs) -> outputs; weights g per output; reports forward |diff| and gradient rel. L2 per input.
+  auto check = [&](const char* name, const std::vector<torch::Tensor>& inputs,
+                   const std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&, bool)>& f) {
+    auto run = [&](bool fused, torch::Dtype dt) {
+      std::vector<torch::Tensor> in;
+      for (const auto& x : inputs) in.push_back(x.detach().to(dt).requires_grad_(x.is_floating_point()));
+      auto outs = f(in, fused);
+      torch::Tensor loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
+      std::vector<torch::Tensor> vals;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        auto o = outs[i].to(torch::kFloat64);
+        auto wgt = torch::sin(torch::arange(o.numel(), o.options()).view(o.sizes()) * (0.37 + 0.11 * i));
+        loss = loss + (o * wgt).sum();
+        vals.push_back(o.detach());
+      }
+      loss.backward();
+      for (auto& x : in) vals.push_back(x.grad().defined() ? x.grad().to(torch::kFloat64) : torch::Tensor());
+      return vals;
+    };
+    auto fu = run(true, torch::kBFloat16), co = run(false, torch::kBFloat16), ref = run(false, torch::kFloat32);
+    std::string line;
+    bool pass = true;
+    for (size_t i = 0; i < fu.size(); ++i) {
+      if (!ref[i].defined()) continue;
+      auto rel = [&](const torch::Tensor& x) { return ((x - ref[i]).norm() / ref[i].norm().clamp_min(1e-30)).item<double>(); };
+      const double e_f = rel(fu[i]), e_c = rel(co[i]);
+      const double fc = ((fu[i] - co[i]).norm() / co[i].norm().clamp_min(1e-30)).item<double>();
+      const bool p = e_f <= 1.5 * e_c + 2e-3;
+      pass = pass && p;
+      line += str(i < fu.size() - inputs.size() ? " out" : " d", i < fu.size() - inputs.size() ? i : i - (fu.size() - inputs.size()),
+                  ": fused vs composite ", fc, ", vs fp32 fused ", e_f, " composite ", e_c, p ? "" : " (!)", ";");
+    }
+    ok = ok && pass;
+    std::printf("op-check %s %s (rel. L2):%s\n", pass ? "PASS" : "FAIL", name, line.c_str());
+    std::fflush(stdout);
+  };
+  auto fp = [&](std::vector<int64_t> shape) { return torch::randn(shape, torch::TensorOptions().device(dev)); };
+  for (int64_t H : {2048, 128}) {
+    check(H == 128 ? "rms_norm[H=128]" : "rms_norm[H=2048]", {fp({3, 111, H}), 1 + 0.1 * fp({H})},
+          [](const std::vector<torch::Tensor>& in, bool fused) {
+            return std::vector<torch::Tensor>{fused ? tr::rms_norm(in[0], in[1], 1e-6)
+                                                    : model::fused::rms_norm_reference(in[0], in[1], 1e-6)};
+          });
+  }
+  {
+    const int64_t B = 2, L = 53, hq = 16, hkv = 8, D = 128;
+    auto ang = fp({B, L, D / 2}) * 3;
+    auto emb = torch::cat({ang, ang}, -1);
+    auto cos = emb.cos(), sin = emb.sin();
+    sin = torch::cat({sin.narrow(-1, 0, D / 2).neg(), sin.narrow(-1, D / 2, D / 2)}, -1);
+    check("qk_norm_rope", {fp({B, L, (hq + 2 * hkv) * D}), 1 + 0.1 * fp({D}), 1 + 0.1 * fp({D}), cos, sin},
+          [&](const std::vector<torch::Tensor>& in, bool fused) {
+            auto c = in[3].detach(), s = in[4].detach();
+            std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> r;
+            if (fused) {
+              r = tr::qk_norm_rope(in[0], in[1], in[2], 1e-6, c, s, hq, hkv);
+            } else {  // the unfused attention's ops
+              auto heads = in[0].view({B, L, hq + 2 * hkv, D});
+              auto q = model::fused::rms_norm_reference(heads.narrow(2, 0, hq), in[1], 1e-6).transpose(1, 2);
+              auto k = model::fused::rms_norm_reference(heads.narrow(2, hq, hkv), in[2], 1e-6).transpose(1, 2);
+              r = {model::fused::rope_reference(q, c.unsqueeze(1), s.unsqueeze(1)),
+                   model::fused::rope_reference(k, c.unsqueeze(1), s.unsqueeze(1)), heads.narrow(2, hq + hkv, hkv).transpose(1, 2)};
+            }
+            return std::vector<torch::Tensor>{std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+          });
+  }
+  check("silu_mul", {fp({3, 77, 2 * 6144}) * 2}, [](const std::vector<torch::Tensor>& in, bool fused) {
+    const int64_t F = in[0].size(-1) / 2;
+    return std::vector<torch::Tensor>{fused ? tr::silu_mul(in[0])
+                                            : torch::silu(in[0].narrow(-1, 0, F)) * in[0].narrow(-1, F, F)};
+  });
+  return ok;
+}
+
 // bf16 fast path against fp32 plain path (log-probs, gradients), and fp32 fast against fp32 plain.
 void run_grad_check(const LearnerBenchArgs& a) {
   const auto dev = bench_device();
@@ -588,6 +689,9 @@ void run_grad_check(const LearnerBenchArgs& a) {
     auto [lp32, g32] = run(master, rl::plain_scoring());
     auto [lpf, gf] = run(master, fast);
     auto [lp16, g16] = run(m16, fast);
+    rl::ScoreOptions composite = fast;
+    composite.fused = false;
+    auto [lpc, gc] = run(m16, composite);
     auto rel = [](const torch::Tensor& x, const torch::Tensor& y) {
       return ((x - y).norm() / y.norm().clamp_min(1e-30)).item<double>();
     };
@@ -597,15 +701,27 @@ void run_grad_check(const LearnerBenchArgs& a) {
     };
     const double lp_f = (lpf - lp32).abs().max().item<double>(), g_f = rel(gf, g32);
     const double lp_16 = (lp16 - lp32).abs().max().item<double>(), g_16 = rel(g16, g32), c16 = cos(g16, g32);
-    const bool pass = lp_f < 1e-3 && g_f < 1e-3 && g_16 < 0.1 && c16 > 0.99;
+    const double g_c = rel(gc, g32), c_fc = cos(g16, gc), lp_fc = (lp16 - lpc).abs().max().item<double>();
+    const double lp_c = (lpc - lp32).abs().max().item<double>();
+    // The fused operators must be as close to fp32 as the composite bf16 ops are (their rounding
+    // points differ, so neither equals the other).
+    const bool fused_ok = g_16 <= 1.5 * g_c + 1e-3 && lp_16 <= 1.5 * lp_c + 1e-3 && c_fc > 0.99;
+    const bool pass = lp_f < 1e-3 && g_f < 1e-3 && g_16 < 0.1 && c16 > 0.99 && fused_ok;
     ok = ok && pass;
     std::printf("grad-check %s %s (%s, %ld layers, %ld targets, %s): fp32 fast vs plain: log-prob max |diff| %.3g, "
                 "gradient rel. L2 %.3g | bf16 fast vs fp32 plain: log-prob max |diff| %.3g, gradient rel. L2 %.3g, "
                 "cosine %.6f\n",
                 pass ? "PASS" : "FAIL", strategy.c_str(), shape.c_str(), static_cast<long>(cfg.num_hidden_layers),
                 static_cast<long>(lp32.size(0)), dev.str().c_str(), lp_f, g_f, lp_16, g_16, c16);
+    std::printf("    fused training operators (%s) vs composite ops, both bf16: log-prob max |diff| %.3g, gradient "
+                "cosine %.6f; against fp32 plain: fused log-prob %.3g / gradient rel. L2 %.3g, composite %.3g / %.3g\n",
+                model::train::on_kernels(torch::empty({1}, torch::TensorOptions().dtype(torch::kBFloat16).device(dev)))
+                    ? "CUDA kernels"
+                    : "composite fallback",
+                lp_fc, c_fc, lp_16, g_16, lp_c, g_c);
     std::fflush(stdout);
   }
+  ok = op_check(dev) && ok;
   DICE_REQUIRE(ok, "bench learner --grad-check: a comparison is outside its bound (see above).");
 }
 
@@ -616,7 +732,8 @@ void setup(CLI::App& cmd) {
   auto paths = std::make_shared<std::string>("fast");
   cmd.add_option("--shapes", *shapes, "model shapes (presets), comma-separated");
   cmd.add_option("--strategies", *strategies, "step maps: static, dynamic (comma-separated)");
-  cmd.add_option("--paths", *paths, "learner scoring paths: fast, plain (comma-separated)");
+  cmd.add_option("--paths", *paths,
+                 "learner scoring paths: fast, composite (fast without the fused operators), plain (comma-separated)");
   cmd.add_option("--prompt-len", a->prompt_len, "prompt tokens");
   cmd.add_option("--response-len", a->response_len, "response tokens");
   cmd.add_option("--responses", a->responses, "responses per step (one optimizer update)");
@@ -643,7 +760,8 @@ void setup(CLI::App& cmd) {
     for (const auto& s : a->strategies)
       DICE_REQUIRE(s == "static" || s == "dynamic", "bench learner: unknown strategy '", s, "' (static, dynamic).");
     for (const auto& p : a->paths)
-      DICE_REQUIRE(p == "fast" || p == "plain", "bench learner: unknown path '", p, "' (fast, plain).");
+      DICE_REQUIRE(p == "fast" || p == "composite" || p == "plain", "bench learner: unknown path '", p,
+                   "' (fast, composite, plain).");
     DICE_REQUIRE(a->responses >= 1 && a->steps >= 1 && a->prompt_len >= 1 && a->response_len >= 1,
                  "bench learner: --responses, --steps, --prompt-len and --response-len must be >= 1.");
     if (a->grad_check) run_grad_check(*a);

@@ -18,6 +18,7 @@
 
 #include "dice/model/fused_ops.h"
 #include "dice/model/masks.h"
+#include "dice/model/train_ops.h"
 #include "dice/util/error.h"
 #include "dice/util/torch_compat.h"
 
@@ -127,6 +128,13 @@ class AttentionImpl : public torch::nn::Module {
   // compat::prepare_attention_mask.
   torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_BLD, const torch::Tensor& sin_BLD,
                         const AttnPattern& pattern, const ForwardArgs& a, int64_t layer) {
+    if (a.train_fused) {
+      auto qkv_BLN = train::packed_linear(x_BLH, packed_qkv(), {q_proj->weight, k_proj->weight, v_proj->weight});
+      auto [q_BHLD, k_BHLD, v_BHLD] =
+          train::qk_norm_rope(qkv_BLN, q_norm->weight, k_norm->weight, q_norm->eps, cos_BLD, sin_BLD, hq, hkv);
+      if (pattern.sparse) return attend_sparse(q_BHLD, k_BHLD, v_BHLD, pattern);
+      return attend(q_BHLD, k_BHLD, v_BHLD, pattern.dense);
+    }
     const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
     auto cos_B1LD = cos_BLD.unsqueeze(1), sin_B1LD = sin_BLD.unsqueeze(1);
     auto q_BHLD = q_norm(torch::linear(x_BLH, q_proj->weight).view({B, L, hq, d})).transpose(1, 2);
@@ -228,7 +236,10 @@ class MlpImpl : public torch::nn::Module {
     up_proj = register_module("up_proj", Weight(torch::empty({c.intermediate_size, c.hidden_size}, o)));
     down_proj = register_module("down_proj", Weight(torch::empty({c.hidden_size, c.intermediate_size}, o)));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
+  torch::Tensor forward(const torch::Tensor& x, bool train_fused = false) {
+    if (train_fused)  // ForwardArgs::train_fused
+      return torch::linear(train::silu_mul(train::packed_linear(x, packed_gate_up(), {gate_proj->weight, up_proj->weight})),
+                           down_proj->weight);
     return torch::linear(torch::silu(torch::linear(x, gate_proj->weight)) * torch::linear(x, up_proj->weight),
                          down_proj->weight);
   }
@@ -254,6 +265,11 @@ class DecoderLayerImpl : public torch::nn::Module {
   }
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const AttnPattern& pattern,
                         const ForwardArgs& a, int64_t layer) {
+    if (a.train_fused) {
+      x = x + self_attn->forward(train::rms_norm(x, input_layernorm->weight, input_layernorm->eps), cos, sin, pattern,
+                                 a, layer);
+      return x + mlp->forward(train::rms_norm(x, post_attention_layernorm->weight, post_attention_layernorm->eps), true);
+    }
     x = x + self_attn->forward(input_layernorm(x), cos, sin, pattern, a, layer);
     return x + mlp->forward(post_attention_layernorm(x));
   }
@@ -371,6 +387,8 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
                  "A sparse attention plan and activation checkpointing are for training forwards: no KV cache, no "
                  "dense mask, not fused.");
   }
+  DICE_REQUIRE(!a.train_fused || (!a.cache && !a.fused && !a.kv_lengths.defined()),
+               "ForwardArgs::train_fused is for training forwards: no KV cache, not the inference `fused` path.");
   if (a.mask.defined()) {
     DICE_REQUIRE(a.mask.dim() == 4 && (a.mask.size(0) == B || a.mask.size(0) == 1) && a.mask.size(1) == 1 &&
                      a.mask.size(2) == L && a.mask.size(3) == K,
@@ -430,7 +448,7 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
       x_BLH = layer->forward(x_BLH, cos_BLD, sin_BLD, pattern, a, i);
     }
   }
-  return norm_(x_BLH);
+  return a.train_fused ? train::rms_norm(x_BLH, norm_->weight, norm_->eps) : norm_(x_BLH);
 }
 
 torch::Tensor TransformerImpl::logits_from_hidden(const torch::Tensor& h) { return torch::linear(h, lm_head_weight_); }

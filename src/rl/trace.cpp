@@ -209,6 +209,7 @@ torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& b, con
   DICE_REQUIRE(b.sparse, "The fast scoring path needs a batch collated with its sparse attention plan.");
   fa.sparse = b.sparse.get();
   fa.checkpoint = opts.checkpoint;
+  fa.train_fused = opts.fused;
   auto h_BTH = model->hidden(fa);
   RECORD_USER_SCOPE("dice::logits");
   auto h_NH = h_BTH.reshape({-1, h_BTH.size(-1)}).index_select(0, b.target_flat_N);

@@ -26,6 +26,26 @@ struct LearnerLoop::MicroBatch {
   torch::Tensor old_lp, ref_lp;                 // [N], in the batch's target order
 };
 
+// How far the learner's old log-probs are from the sampler's (0 up to rounding when both run in
+// fp32: the invariant the trace tests check; bf16 sampling shows its rounding here).
+struct LearnerLoop::Gap {
+  double sum = 0, max = 0, n = 0;
+  void add(const torch::Tensor& old_lp, const rl::TraceBatch& batch, const std::vector<Item>& items) {
+    auto old_cpu = old_lp.to(torch::kCPU, torch::kFloat32);
+    auto old_a = old_cpu.accessor<float, 1>();
+    auto tr = batch.target_traj_N.accessor<int64_t, 1>();
+    auto rp = batch.target_resp_N.accessor<int64_t, 1>();
+    for (int64_t j = 0; j < old_cpu.size(0); ++j) {
+      const auto& lps = items[static_cast<size_t>(tr[j])].r->logprobs;
+      if (lps.empty()) continue;
+      const double d = std::abs(static_cast<double>(old_a[j]) - lps[static_cast<size_t>(rp[j])]);
+      sum += d;
+      max = std::max(max, d);
+      n += 1;
+    }
+  }
+};
+
 namespace {
 rl::TraceBatch collate_rows(const std::vector<std::pair<size_t, size_t>>& which,
                             const std::vector<std::vector<rl::TraceRow>>& rows_of_item, torch::Device device,
@@ -171,35 +191,32 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   m["time_rows_s"] = t_rows.elapsed_s();
 
   // ---- old log-probs (and the frozen reference's), before any update ----
+  // The first update's own forward gives its old log-probs (run_update); this pass scores the
+  // later updates' micro-batches, and every micro-batch on the reference model when there is one.
   refresh_compute();  // the master may have been changed in place (checkpoint load, weight broadcast)
   sync_device();
   Timer t_old;
-  double gap_sum = 0, gap_max = 0, gap_n = 0;
+  Gap gap;
+  int64_t old_row_tokens = 0;
   {
     torch::NoGradGuard ng;
-    for (auto& per_update : mbs)
-      for (auto& mb : per_update) {
+    for (size_t u = 0; u < mbs.size(); ++u) {
+      const bool own_old = opts_.reuse_first_forward && u == 0;
+      if (own_old && !reference_) continue;
+      for (auto& mb : mbs[u]) {
         const auto batch = collate_rows(mb.rows, rows_of_item, dev, score_);
-        mb.old_lp = rl::token_logprobs(compute_model(), batch, score_).detach().to(torch::kFloat32);
-        if (reference_) mb.ref_lp = rl::token_logprobs(*reference_, batch, score_).detach();
-        // How far the learner's scores are from the sampler's (0 up to rounding when both run in
-        // fp32: the invariant the trace tests check; bf16 sampling shows its rounding here).
-        auto old_cpu = mb.old_lp.cpu();
-        auto old_a = old_cpu.accessor<float, 1>();
-        auto tr = batch.target_traj_N.accessor<int64_t, 1>();
-        auto rp = batch.target_resp_N.accessor<int64_t, 1>();
-        for (int64_t j = 0; j < old_cpu.size(0); ++j) {
-          const auto& lps = items[static_cast<size_t>(tr[j])].r->logprobs;
-          if (lps.empty()) continue;
-          const double d = std::abs(static_cast<double>(old_a[j]) - lps[static_cast<size_t>(rp[j])]);
-          gap_sum += d;
-          gap_max = std::max(gap_max, d);
-          gap_n += 1;
+        if (!own_old) {
+          mb.old_lp = rl::token_logprobs(compute_model(), batch, score_).detach().to(torch::kFloat32);
+          old_row_tokens += batch.rows * batch.row_tokens;
+          gap.add(mb.old_lp, batch, items);
         }
+        if (reference_) mb.ref_lp = rl::token_logprobs(*reference_, batch, score_).detach();
       }
+    }
   }
   sync_device();
   m["time_old_logp_s"] = t_old.elapsed_s();
+  m["old_logp_row_tokens"] = old_row_tokens;
 
   // ---- the updates ----
   time_optimizer_ = time_allreduce_ = time_backward_ = 0;
@@ -208,7 +225,8 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   std::vector<double> acc(8, 0.0);
   for (int64_t u = 0; u < U; ++u) {
     const int64_t responses = std::min(rpu, K - u * rpu);
-    run_update(mbs[static_cast<size_t>(u)], rows_of_item, items, L1, responses, targets_of[u], acc);
+    run_update(mbs[static_cast<size_t>(u)], rows_of_item, items, L1, responses, targets_of[u], acc,
+               opts_.reuse_first_forward && u == 0, gap);
   }
   if (dev.is_cuda()) torch::cuda::synchronize();
   m["time_update_s"] = t_update.elapsed_s();
@@ -218,10 +236,10 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   auto acc_t = torch::tensor(std::vector<double>(acc.begin(), acc.begin() + 7), torch::kFloat64).to(comm_.device());
   comm_.all_reduce(acc_t);
   acc_t = acc_t.cpu();
-  auto gap = torch::tensor({gap_sum, gap_n}, torch::kFloat64).to(comm_.device());
-  comm_.all_reduce(gap);
-  gap = gap.cpu();
-  auto gmax = torch::tensor({gap_max}, torch::kFloat64).to(comm_.device());
+  auto gap_t = torch::tensor({gap.sum, gap.n}, torch::kFloat64).to(comm_.device());
+  comm_.all_reduce(gap_t);
+  gap_t = gap_t.cpu();
+  auto gmax = torch::tensor({gap.max}, torch::kFloat64).to(comm_.device());
   comm_.all_reduce(gmax, dist::ReduceOp::kMax);
   const double tokens = acc_t[5].item<double>();
   m["kept_samples"] = K;
@@ -234,14 +252,14 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   m["target_tokens"] = static_cast<int64_t>(tokens);
   m["row_tokens"] = static_cast<int64_t>(acc_t[6].item<double>());
   m["grad_norm"] = U > 0 ? acc[7] / static_cast<double>(U) : 0.0;
-  m["logp_gap_mean"] = gap[1].item<double>() > 0 ? gap[0].item<double>() / gap[1].item<double>() : 0.0;
+  m["logp_gap_mean"] = gap_t[1].item<double>() > 0 ? gap_t[0].item<double>() / gap_t[1].item<double>() : 0.0;
   m["logp_gap_max"] = gmax.cpu().item<double>();
   return m;
 }
 
 void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
                              const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
-                             std::vector<double>& acc) {
+                             std::vector<double>& acc, bool own_old, Gap& gap) {
   auto& cm = compute_model();
   grad_flat_.zero_();
   attach_grads(master_params_, grad_flat_);  // (in case someone reset a gradient)
@@ -264,6 +282,10 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
     }
     auto dev = model_->device();
     auto lp = rl::token_logprobs(cm, batch, score_);
+    if (own_old) {  // no optimizer step yet in this step: these are the old log-probs
+      mb.old_lp = lp.detach().to(torch::kFloat32);
+      gap.add(mb.old_lp, batch, items);
+    }
     auto out = rl::tracerl_loss(lp, mb.old_lp, mb.ref_lp, torch::tensor(adv, torch::kFloat64).to(dev),
                                 torch::tensor(w, torch::kFloat64).to(dev), cfg_.loss);
     out.loss.backward();

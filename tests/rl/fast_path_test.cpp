@@ -2,7 +2,8 @@
 // states, optional checkpointed layers) against the plain one (dense [B, 1, T, T] mask, full
 // log-softmax), fp32 on the CPU: the same log-probs, loss and gradients, on batches of rows of
 // different lengths (padding), prompts of every length modulo the block size, static and dynamic
-// step maps, packed and reference layouts.
+// step maps, packed and reference layouts; with the training-fused forward (packed q|k|v and
+// gate|up GEMMs; on the CPU the fused operators are the composite ops) and without it.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,6 +12,7 @@
 #include <tuple>
 
 #include "dice/model/masks.h"
+#include "dice/model/train_ops.h"
 #include "dice/rl/loss.h"
 #include "dice/rl/trace.h"
 #include "dice/rollout/sampler.h"
@@ -98,6 +100,10 @@ TEST_P(FastPath, EqualsPlainPath) {
   fast.checkpoint = checkpoint;
   auto plain = score(m, rows, plain_scoring());
   auto quick = score(m, rows, fast);
+  ASSERT_TRUE(fast.fused);  // the default: ForwardArgs::train_fused
+  ScoreOptions unfused = fast;
+  unfused.fused = false;
+  auto quick_unfused = score(m, rows, unfused);
 
   // The plan: no dense mask, several chunks, and exactly the dense mask's pairs of valid queries.
   ASSERT_FALSE(quick.batch.mask_B1TT.defined());
@@ -115,9 +121,41 @@ TEST_P(FastPath, EqualsPlainPath) {
   ASSERT_EQ(quick.lp.sizes(), plain.lp.sizes());
   EXPECT_LT((quick.lp - plain.lp).abs().max().item<double>(), 2e-5);
   EXPECT_NEAR(quick.loss.item<double>(), plain.loss.item<double>(), 1e-6 + 1e-5 * std::abs(plain.loss.item<double>()));
+  EXPECT_LT((quick_unfused.lp - plain.lp).abs().max().item<double>(), 2e-5);
   for (const auto& [name, g] : plain.grads) {
     const double scale = std::max(1e-8, g.abs().max().item<double>());
     EXPECT_LT((quick.grads.at(name) - g).abs().max().item<double>() / scale, 2e-4) << name;
+    EXPECT_LT((quick_unfused.grads.at(name) - g).abs().max().item<double>() / scale, 2e-4) << name << " (unfused)";
+  }
+}
+
+// One GEMM over packed rows: the output and every part's gradient equal separate linears.
+TEST(PackedLinear, EqualsSeparateLinears) {
+  torch::manual_seed(4);
+  auto x = torch::randn({2, 5, 16}, torch::requires_grad());
+  for (size_t n : {2u, 3u}) {
+    std::vector<torch::Tensor> parts;
+    for (size_t i = 0; i < n; ++i) parts.push_back(torch::randn({static_cast<int64_t>(3 + 4 * i), 16}, torch::requires_grad()));
+    auto packed = torch::cat(parts, 0).detach();
+    auto g = torch::randn({2, 5, packed.size(0)});
+    auto got = n == 2 ? model::train::packed_linear(x, packed, {parts[0], parts[1]})
+                      : model::train::packed_linear(x, packed, {parts[0], parts[1], parts[2]});
+    (got * g).sum().backward();
+    std::vector<torch::Tensor> dp;
+    for (auto& p : parts) {
+      dp.push_back(p.grad().clone());
+      p.mutable_grad() = torch::Tensor();
+    }
+    auto dx = x.grad().clone();
+    x.mutable_grad() = torch::Tensor();
+    std::vector<torch::Tensor> outs;
+    for (auto& p : parts) outs.push_back(torch::linear(x, p));
+    auto want = torch::cat(outs, -1);
+    (want * g).sum().backward();
+    EXPECT_LT((got - want).abs().max().item<double>(), 1e-5) << n;
+    EXPECT_LT((dx - x.grad()).abs().max().item<double>(), 1e-5) << n;
+    for (size_t i = 0; i < n; ++i) EXPECT_LT((dp[i] - parts[i].grad()).abs().max().item<double>(), 1e-5) << n << " part " << i;
+    x.mutable_grad() = torch::Tensor();
   }
 }
 

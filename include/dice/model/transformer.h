@@ -43,6 +43,11 @@ struct ForwardArgs {
   // cache. HF's rounding points are kept; fp32 sums are reduced in another order, so an element
   // can differ by about an ulp (bf16 attention: as flash attention, P is rounded to bf16).
   bool fused = false;
+  // Training forwards (the learner's fast path; no cache, not `fused`): q|k|v and gate|up each as
+  // one GEMM over the packed weights (the weight gradient split back to the parameters), and
+  // RMSNorm, q/k norm + RoPE and SiLU * up as operators with a backward (train_ops.h: our kernels
+  // on CUDA bf16 / fp16, the composite PyTorch ops elsewhere).
+  bool train_fused = false;
 };
 
 class RMSNormImpl : public torch::nn::Module {

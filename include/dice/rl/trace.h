@@ -67,9 +67,12 @@ std::vector<TraceRow> trace_rows(const Trajectory& t, const TraceOptions& opts, 
 // a block-sparse plan (model::block_diffusion_plan, chunks of `attn_chunk` clean tokens) and
 // log-probs from the final hidden states `logit_chunk` targets at a time (logits recomputed in
 // backward, never all held at once); optionally the first `checkpoint` layers (< 0: all) are
-// checkpointed.
+// checkpointed. With `fused` the fast path's forward is ForwardArgs::train_fused (packed q|k|v and
+// gate|up GEMMs; RMSNorm, q/k norm + RoPE and SiLU * up as fused operators with a backward on
+// CUDA bf16, the same composite ops elsewhere).
 struct ScoreOptions {
   bool fast = true;
+  bool fused = true;
   int64_t attn_chunk = 256;
   int64_t logit_chunk = 2048;
   int64_t checkpoint = 0;

@@ -1,6 +1,10 @@
 #pragma once
 // LearnerLoop: one RL step of a learner rank (DESIGN §2) — TraceRL rows from the rollouts it
-// received, old log-probs before any update, then the optimizer updates of the step.
+// received, old log-probs before any update, then the optimizer updates of the step. The first
+// update takes its old log-probs from its own forward (LearnerOptions::reuse_first_forward); the
+// no-grad pass scores only the later updates' rows (and the frozen reference's, when a KL term
+// uses it). Metrics: old_logp_row_tokens / row_tokens say how much of the step the no-grad pass
+// scored.
 //
 // The step's kept samples are numbered 0..K-1 (Rollout::kept); sample k belongs to update
 // k / responses_per_update. Every learner runs every update (with zero gradients when it holds
@@ -29,6 +33,10 @@ namespace dice::train {
 struct LearnerOptions {
   bool sync_timing = false;  // synchronise the device around timed phases (exact per-phase times)
   bool optimizer = true;     // false: no AdamW state and no update (forward/backward memory only)
+  // The first update's old log-probs are its own forward's, detached (no optimizer step has
+  // happened yet in the step, so they are the same numbers): its micro-batches skip the no-grad
+  // pass. false: every micro-batch is scored twice (the definition the tests compare with).
+  bool reuse_first_forward = true;
 };
 
 class LearnerLoop {
@@ -45,14 +53,17 @@ class LearnerLoop {
   // The model forward/backward run on: the master itself when compute_dtype is its dtype.
   model::Transformer& compute_model() { return compute_ ? *compute_ : model_; }
   const rl::ScoreOptions& scoring() const { return score_; }
+  // Bench: the fast path with or without the fused training operators (ScoreOptions::fused).
+  void set_fused(bool on) { score_.fused = on; }
 
  private:
   struct Item;
   struct MicroBatch;
   std::vector<MicroBatch> micro_batches(const std::vector<Item>& items, int64_t update) const;
+  struct Gap;
   void run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
                   const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
-                  std::vector<double>& acc);
+                  std::vector<double>& acc, bool own_old, Gap& gap);
   void sync_zero1();
   void refresh_compute();
   void sync_device() const;
