@@ -62,6 +62,7 @@
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
+#include "dice/util/torch_compat.h"
 
 namespace dice::app {
 namespace {
@@ -347,6 +348,24 @@ struct PartProfiler {
 PartProfiler* PartProfiler::active = nullptr;
 
 // ---- the bench ---------------------------------------------------------------------------------
+// Which SDPA kernel a sparse-plan chunk gets here (bf16, GQA folded, an additive bias mask): the
+// one every fast-path attention call takes, forward and backward.
+std::string sdpa_backend(torch::Device dev) {
+#if DICE_TORCH_AT_LEAST(2, 1)
+  auto o = torch::TensorOptions().dtype(torch::kBFloat16).device(dev);
+  auto q = torch::randn({1, 8, 2 * 1280, 128}, o).requires_grad_(true);
+  auto k = torch::randn({1, 8, 2560, 128}, o), v = torch::randn({1, 8, 2560, 128}, o);
+  auto mask = compat::prepare_attention_mask(torch::ones({1, 1, 1280, 2560}, o.dtype(torch::kBool)), 2, torch::kBFloat16);
+  const int64_t c = at::_fused_sdp_choice(q, k, v, mask, 0.0, false, 1.0 / std::sqrt(128.0));
+  static const char* names[] = {"math", "flash", "efficient (memory-efficient, cutlass)", "cudnn", "overrideable"};
+  return str("SDPA backend for a sparse-plan chunk (bf16, bias mask, q 2x1280 x k 2560, D 128): ",
+             c >= 0 && c < 5 ? names[c] : "error", " (", c, "), torch ", TORCH_VERSION);
+#else
+  (void)dev;
+  return "SDPA: not in this torch";
+#endif
+}
+
 std::unique_ptr<dist::Comm> self_comm(torch::Device dev) {
   int inited = 0;
   MPI_Initialized(&inited);
@@ -388,6 +407,7 @@ void run_bench(const LearnerBenchArgs& a) {
   const auto dev = bench_device();
   if (!dev.is_cuda()) log::warn("bench learner: no GPU; running on CPU in fp32 (numbers are not meaningful)");
   auto comm = self_comm(dev);
+  if (dev.is_cuda()) std::printf("attention: %s\n", sdpa_backend(dev).c_str());
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-10s %-8s %-9s %6s %7s %12s %12s %7s %9s %6s %10s %9s\n", "shape", "strategy", "path", "resp",
               "rows", "ref tok/s", "peer tok/s", "ratio", "TFLOP/s", "MFU", "peak mem", "step s");
@@ -413,23 +433,26 @@ void run_bench(const LearnerBenchArgs& a) {
       auto rollouts = synthetic_rollouts(cfg, P, R, a.responses, strategy, 17);
       const Work ref = layout_work(rollouts, cfg, "reference"), packed = layout_work(rollouts, cfg, "packed");
       const double fwd_flops = forward_flops(cfg, packed);
-      // Checkpointed layers: "auto" from an estimate of what fits (activations of an unfused layer
-      // about 2 bytes x (24 hidden + 6 ffn) per token), all of them if that still runs out of memory.
-      int64_t ckpt_layers = 0;
-      if (a.checkpoint == "all") ckpt_layers = -1;
-      else if (a.checkpoint == "auto") {
+      // Checkpointed layers: "auto" from an estimate of what fits (activations of a layer about
+      // 2 bytes x (24 hidden + 6 ffn) per token unfused, x (18 hidden + 3.5 ffn) with the fused
+      // operators), all of them if that still runs out of memory.
+      auto layers_to_checkpoint = [&](bool fused) -> int64_t {
+        if (a.checkpoint == "all") return -1;
+        if (a.checkpoint == "off") return 0;
+        if (a.checkpoint != "auto") return std::stoll(a.checkpoint);
         const double params = static_cast<double>(cfg.num_parameters());
         const double fixed = params * (4 + 4 + (optim ? 8 : 0) + (dev.is_cuda() ? 4 : 0)) +
                              4.0 * a.logit_chunk * cfg.vocab_size * 4 + 4e9;
-        const double per_layer = 2.0 * (24.0 * cfg.hidden_size + 6.0 * cfg.intermediate_size) * packed.row_len;
+        const double per_token = fused ? 18.0 * cfg.hidden_size + 3.5 * cfg.intermediate_size
+                                       : 24.0 * cfg.hidden_size + 6.0 * cfg.intermediate_size;
+        const double per_layer = 2.0 * per_token * packed.row_len;
         const double avail = 0.92 * static_cast<double>(device_bytes(dev)) - fixed;
         const int64_t plain_layers = avail <= 0 ? 0 : static_cast<int64_t>(avail / per_layer);
-        ckpt_layers = std::max<int64_t>(0, cfg.num_hidden_layers - plain_layers);
-        if (ckpt_layers >= cfg.num_hidden_layers) ckpt_layers = -1;
-      } else if (a.checkpoint != "off") {
-        ckpt_layers = std::stoll(a.checkpoint);
-      }
+        const int64_t n = std::max<int64_t>(0, cfg.num_hidden_layers - plain_layers);
+        return n >= cfg.num_hidden_layers ? -1 : n;
+      };
       for (const auto& path : a.paths) {
+        const int64_t ckpt_layers = layers_to_checkpoint(path == "fast" && dev.is_cuda());
         train::RlRunConfig rc;
         rc.trace.layout = "packed";
         rc.trace.fast = path != "plain";
@@ -546,7 +569,7 @@ void run_bench(const LearnerBenchArgs& a) {
           for (const auto& [k, v] : prof.seconds) sum += v;
           std::printf("    parts (one step timed op by op, synchronised: %.3f s, %.3f s in operators):", total, sum);
           nlohmann::json pj;
-          for (const char* k : {"attention", "gemm", "logits", "other", "optimizer", "allreduce"}) {
+          for (const char* k : {"attention", "gemm", "logits", "fused_ops", "other", "optimizer", "allreduce"}) {
             const double v = prof.seconds.count(k) ? prof.seconds[k] : 0.0;
             std::printf(" %s %.1f%%", k, sum > 0 ? 100 * v / sum : 0.0);
             pj[k] = v;

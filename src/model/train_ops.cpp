@@ -3,6 +3,7 @@
 // the composite PyTorch ops elsewhere.
 #include "dice/model/train_ops.h"
 
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
@@ -181,6 +182,7 @@ class PackedLinear3Fn : public torch::autograd::Function<PackedLinear3Fn> {
 }  // namespace
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  RECORD_USER_SCOPE("dice::fused_ops");  // bench learner --parts
 #if DICE_WITH_FUSED_KERNELS
   const int64_t H = x.size(-1);
   if (on_kernels(x) && w.scalar_type() == x.scalar_type() && w.dim() == 1 && w.size(0) == H && H % 8 == 0 &&
@@ -195,6 +197,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qk_norm_rope(const torch
                                                                      double eps, const torch::Tensor& cos_BLD,
                                                                      const torch::Tensor& sin_BLD, int64_t hq,
                                                                      int64_t hkv) {
+  RECORD_USER_SCOPE("dice::fused_ops");  // bench learner --parts
   DICE_REQUIRE(qkv_BLN.dim() == 3 && hq > 0 && hkv > 0 && qkv_BLN.size(2) % (hq + 2 * hkv) == 0,
                "The packed q|k|v projection must be [B, L, (hq + 2 hkv) D]; got ", qkv_BLN.sizes(), " for ", hq,
                " + 2 x ", hkv, " heads.");
@@ -215,6 +218,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qk_norm_rope(const torch
 }
 
 torch::Tensor silu_mul(const torch::Tensor& gu) {
+  RECORD_USER_SCOPE("dice::fused_ops");  // bench learner --parts
   DICE_REQUIRE(gu.dim() >= 1 && gu.size(-1) % 2 == 0, "silu_mul takes [..., 2F]; got ", gu.sizes(), ".");
   const int64_t F = gu.size(-1) / 2;
 #if DICE_WITH_FUSED_KERNELS
@@ -225,6 +229,7 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
 
 torch::Tensor packed_linear(const torch::Tensor& x, const torch::Tensor& packed,
                             std::initializer_list<torch::Tensor> parts) {
+  RECORD_USER_SCOPE("dice::gemm");  // bench learner --parts: the backward node too
   DICE_REQUIRE(parts.size() == 2 || parts.size() == 3, "packed_linear takes 2 or 3 parts; got ", parts.size(), ".");
   int64_t rows = 0;
   for (const auto& p : parts) rows += p.size(0);

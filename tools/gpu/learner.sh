@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `dice bench learner` on the GPU node. Run at the repo root after tools/gpu/build.sh.
 # Writes $OUT/learner_*.txt / .json. LEARNER_STAGE picks what runs:
+#   quick:   --grad-check and the 1.7B rows (static, dynamic) with the peer and --parts
+#            (LEARNER_ARGS: more flags, e.g. --paths fast,composite);
 #   profile: 1.7B static, fast and plain paths, --parts, the peer (+ its torch.profiler table);
 #   final:   the must-show figures: 1.7B at 1,024 + 2 x 4,096 (static, dynamic) with the peer and
 #            --parts, 4B (checkpointed), 8B without optimizer state (peak memory), --grad-check.
@@ -20,7 +22,10 @@ run() {  # name, args...
   "$DICE" bench learner --python "$PY" "$@" 2>&1 | grep -v "^\[r0.*info" | tee "$OUT/learner_$name.txt"
   echo "(exit ${PIPESTATUS[0]}, $(( $(date +%s) - start )) s)"
 }
-if [[ $STAGE == profile ]]; then
+if [[ $STAGE == quick ]]; then  # grad-check + the 1.7B rows (static, dynamic) with the peer and --parts
+  run grad --grad-check --shapes sdar-1.7b
+  run s17 --shapes sdar-1.7b --responses "$RESP" --parts ${LEARNER_ARGS:-} --json "$OUT/learner_s17.json"
+elif [[ $STAGE == profile ]]; then
   run grad --grad-check --shapes sdar-1.7b
   run p17 --shapes sdar-1.7b --strategies static --paths fast,plain --responses 2 --peer-rows 2 --parts \
     --json "$OUT/learner_p17.json"
