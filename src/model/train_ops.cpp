@@ -7,6 +7,8 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
+#include <atomic>
+
 #include "dice/model/fused_ops.h"
 #include "dice/util/error.h"
 #include "dice/util/torch_compat.h"
@@ -305,9 +307,15 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
   return torch::silu(gu.narrow(-1, 0, F)) * gu.narrow(-1, F, F);
 }
 
+namespace {
+std::atomic<bool> sparse_attention_on{true};  // enable_sparse_attention
+}  // namespace
+
+void enable_sparse_attention(bool on) { sparse_attention_on = on; }
+
 bool sparse_attention_on_kernels(const torch::Tensor& q) {
 #if DICE_WITH_FUSED_KERNELS && defined(DICE_SPARSE_ATTENTION_FN)
-  return on_kernels(q) && torch::GradMode::is_enabled() && q.requires_grad();
+  return sparse_attention_on && on_kernels(q) && torch::GradMode::is_enabled() && q.requires_grad();
 #else
   (void)q;
   return false;

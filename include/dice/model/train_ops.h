@@ -43,6 +43,8 @@ torch::Tensor silu_mul(const torch::Tensor& gu);
 // sparse_attention_on_kernels(q) (CUDA bf16 / fp16, torch >= 2.1, grad wanted); elsewhere the
 // caller keeps its composite chunk loop.
 bool sparse_attention_on_kernels(const torch::Tensor& q);
+// Process-wide switch for benchmarks: false keeps the composite chunk loop (default true).
+void enable_sparse_attention(bool on);
 torch::Tensor sparse_attention(const torch::Tensor& q_BHLD, const torch::Tensor& k_BHLD, const torch::Tensor& v_BHLD,
                                const SparseAttention& plan, const std::vector<torch::Tensor>& chunk_masks,
                                double scale);
