@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cstdint>
 
 #include "dice/model/fused_ops.h"
 #include "dice/util/error.h"
@@ -44,6 +45,11 @@ namespace {
 int dtype_code(const torch::Tensor& x) { return x.scalar_type() == torch::kBFloat16 ? 1 : 2; }
 void* stream_of(const torch::Tensor& x) { return at::cuda::getCurrentCUDAStream(x.device().index()).stream(); }
 int sms_of(const torch::Tensor& x) { return at::cuda::getDeviceProperties(x.device().index())->multiProcessorCount; }
+// Contiguous on a 16-byte boundary (the kernels move 16 bytes at a time): t itself or a copy.
+torch::Tensor aligned(const torch::Tensor& t) {
+  auto c = t.contiguous();
+  return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
 void check_launch(int rc, const char* kernel) {  // a failed launch is a broken invariant: fatal
   if (rc != 0) fatal(kernel, __FILE__, __LINE__, cudaGetErrorString(static_cast<cudaError_t>(rc)));
 }
@@ -51,7 +57,7 @@ void check_launch(int rc, const char* kernel) {  // a failed launch is a broken 
 class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w, double eps) {
-    auto xc = x.contiguous();
+    auto xc = aligned(x);
     ctx->save_for_backward({xc, w});
     ctx->saved_data["eps"] = eps;
     return fused::rms_norm(xc, w, eps);
@@ -61,7 +67,7 @@ class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
     const auto &x = saved[0], &w = saved[1];
     const double eps = ctx->saved_data["eps"].toDouble();
     c10::cuda::CUDAGuard guard(x.device());
-    auto dy = grads[0].to(x.scalar_type()).contiguous();
+    auto dy = aligned(grads[0].to(x.scalar_type()));
     const int64_t H = x.size(-1), T = x.numel() / H;
     const int warps = cuda::norm_backward_warps(T, sms_of(x));
     auto dx = torch::empty_like(x);
@@ -195,7 +201,7 @@ class SparseAttentionFn : public torch::autograd::Function<SparseAttentionFn> {
 class SiluMulFn : public torch::autograd::Function<SiluMulFn> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gu) {
-    auto g = gu.contiguous();
+    auto g = aligned(gu);
     ctx->save_for_backward({g});
     return fused::silu_mul(g);
   }
@@ -203,7 +209,7 @@ class SiluMulFn : public torch::autograd::Function<SiluMulFn> {
     auto gu = ctx->get_saved_variables()[0];
     c10::cuda::CUDAGuard guard(gu.device());
     const int64_t F = gu.size(-1) / 2, T = gu.numel() / (2 * F);
-    auto dout = grads[0].to(gu.scalar_type()).contiguous();
+    auto dout = aligned(grads[0].to(gu.scalar_type()));
     auto dgu = torch::empty_like(gu);
     check_launch(cuda::silu_mul_backward(dtype_code(gu), gu.data_ptr(), dout.data_ptr(), dgu.data_ptr(), T, F,
                                          stream_of(gu)),
@@ -266,7 +272,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
 #if DICE_WITH_FUSED_KERNELS
   const int64_t H = x.size(-1);
   if (on_kernels(x) && w.scalar_type() == x.scalar_type() && w.dim() == 1 && w.size(0) == H && H % 8 == 0 &&
-      H <= 4096 && w.is_contiguous())
+      H <= 4096 && w.is_contiguous() && reinterpret_cast<uintptr_t>(w.data_ptr()) % 16 == 0)
     return RmsNormFn::apply(x, w, eps);
 #endif
   return fused::rms_norm_reference(x, w, eps);
