@@ -86,7 +86,6 @@ struct LearnerBenchArgs {
   std::string json_out;
   bool parts = false;
   bool grad_check = false;
-  bool sparse_attention = true;  // train::enable_sparse_attention
   int64_t grad_check_layers = 2;
   double peak_flops = 790e12;
 };
@@ -774,8 +773,6 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--python", a->python, "python with torch + transformers for the peer");
   cmd.add_option("--json", a->json_out, "write results as JSON");
   cmd.add_flag("--parts", a->parts, "one more step timed op by op: time per part");
-  cmd.add_flag("!--no-sparse-attention-node", a->sparse_attention,
-               "fast path: the composite per-chunk SDPA loop instead of the one-node sparse attention");
   cmd.add_flag("--grad-check", a->grad_check, "bf16 fast path vs fp32 plain path on a cut-down first shape");
   cmd.add_option("--grad-check-layers", a->grad_check_layers, "layers of the --grad-check model");
   cmd.add_option("--peak-flops", a->peak_flops, "bf16 matmul peak for MFU (FLOP/s)");
@@ -790,7 +787,6 @@ void setup(CLI::App& cmd) {
                    "' (fast, composite, plain).");
     DICE_REQUIRE(a->responses >= 1 && a->steps >= 1 && a->prompt_len >= 1 && a->response_len >= 1,
                  "bench learner: --responses, --steps, --prompt-len and --response-len must be >= 1.");
-    model::train::enable_sparse_attention(a->sparse_attention);
     if (a->grad_check) run_grad_check(*a);
     else run_bench(*a);
   });

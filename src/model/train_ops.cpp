@@ -7,12 +7,10 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "dice/model/fused_ops.h"
 #include "dice/util/error.h"
-#include "dice/util/torch_compat.h"
 
 #ifndef DICE_WITH_FUSED_KERNELS  // set by src/model/CMakeLists.txt when it compiles the .cu files
 #define DICE_WITH_FUSED_KERNELS 0
@@ -120,83 +118,6 @@ class QkNormRopeFn : public torch::autograd::Function<QkNormRopeFn> {
     return {dqkv, dw[0], dw[1], torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
-
-#if DICE_TORCH_AT_LEAST(2, 1)
-#define DICE_SPARSE_ATTENTION_FN 1
-// Attention over a block-sparse plan as one autograd node: per chunk, the gathered queries, keys
-// and values go through SDPA's memory-efficient kernel (the one SDPA picks for a bias mask) and
-// its backward directly. Nothing per chunk is saved: backward gathers again from the saved
-// q / k / v / output, and each chunk's dq lands in place (a query is in one chunk) while dk / dv
-// are summed over chunks in fp32 (the autograd form zero-fills a full-size gradient per chunk
-// and gather, and sums those in the data type). The plan and masks are read in forward only; the
-// tensors backward needs (indices, masks) are saved with it.
-struct SparsePlanRef {
-  const SparseAttention* plan;
-  const std::vector<torch::Tensor>* masks;
-};
-constexpr size_t kPerChunk = 6;  // saved per chunk: q_index, k_index, mask, lse, philox seed, offset
-
-class SparseAttentionFn : public torch::autograd::Function<SparseAttentionFn> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_BHLD, const torch::Tensor& k_BHLD,
-                               const torch::Tensor& v_BHLD, int64_t plan_ref, double scale) {
-    const auto& ref = *reinterpret_cast<const SparsePlanRef*>(plan_ref);
-    const int64_t B = q_BHLD.size(0), hq = q_BHLD.size(1), L = q_BHLD.size(2), D = q_BHLD.size(3);
-    const int64_t hkv = k_BHLD.size(1), G = hq / hkv;
-    auto q_HND = q_BHLD.transpose(0, 1).reshape({hq, B * L, D});
-    auto k_HND = k_BHLD.transpose(0, 1).reshape({hkv, B * L, D});
-    auto v_HND = v_BHLD.transpose(0, 1).reshape({hkv, B * L, D});
-    auto o_HND = torch::zeros({hq, B * L, D}, q_BHLD.options());
-    std::vector<torch::Tensor> saved = {q_HND, k_HND, v_HND, o_HND};
-    for (size_t i = 0; i < ref.plan->chunks.size(); ++i) {
-      const auto& c = ref.plan->chunks[i];
-      const int64_t Q = c.q_index.size(0), K = c.k_index.size(0);
-      auto q = q_HND.index_select(1, c.q_index).view({1, hkv, G * Q, D});
-      auto k = k_HND.index_select(1, c.k_index).unsqueeze(0), v = v_HND.index_select(1, c.k_index).unsqueeze(0);
-      auto bias = (*ref.masks)[i].expand({1, hkv, G * Q, K});
-      auto r = at::_scaled_dot_product_efficient_attention(q, k, v, bias, /*compute_log_sumexp=*/true, 0.0, false, scale);
-      o_HND.index_copy_(1, c.q_index, std::get<0>(r).reshape({hq, Q, D}));
-      for (const auto& t : {c.q_index, c.k_index, (*ref.masks)[i], std::get<1>(r), std::get<2>(r), std::get<3>(r)})
-        saved.push_back(t);
-    }
-    ctx->save_for_backward(saved);
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["B"] = B;
-    return o_HND.view({hq, B, L, D}).permute({1, 2, 0, 3}).reshape({B, L, hq * D});
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const double scale = ctx->saved_data["scale"].toDouble();
-    const int64_t B = ctx->saved_data["B"].toInt();
-    const auto &q_HND = saved[0], &k_HND = saved[1], &v_HND = saved[2], &o_HND = saved[3];
-    const int64_t hq = q_HND.size(0), N = q_HND.size(1), D = q_HND.size(2), hkv = k_HND.size(0), G = hq / hkv;
-    const int64_t L = N / B;
-    auto dO_HND = grads[0].to(q_HND.scalar_type()).view({B, L, hq, D}).permute({2, 0, 1, 3}).reshape({hq, N, D});
-    auto dq_HND = torch::zeros_like(q_HND);
-    auto f32 = q_HND.options().dtype(torch::kFloat32);
-    auto dk_HND = torch::zeros({hkv, N, D}, f32), dv_HND = torch::zeros({hkv, N, D}, f32);
-    for (size_t at = 4; at + kPerChunk <= saved.size(); at += kPerChunk) {
-      const auto &q_index = saved[at], &k_index = saved[at + 1], &mask = saved[at + 2];
-      const auto &lse = saved[at + 3], &seed = saved[at + 4], &offset = saved[at + 5];
-      const int64_t Q = q_index.size(0), K = k_index.size(0);
-      auto q = q_HND.index_select(1, q_index).view({1, hkv, G * Q, D});
-      auto o = o_HND.index_select(1, q_index).view({1, hkv, G * Q, D});
-      auto dO = dO_HND.index_select(1, q_index).view({1, hkv, G * Q, D});
-      auto k = k_HND.index_select(1, k_index).unsqueeze(0), v = v_HND.index_select(1, k_index).unsqueeze(0);
-      auto bias = mask.expand({1, hkv, G * Q, K});
-      auto g = at::_scaled_dot_product_efficient_attention_backward(dO, q, k, v, bias, o, lse, seed, offset, 0.0,
-                                                                    {true, true, true, false}, false, scale);
-      dq_HND.index_copy_(1, q_index, std::get<0>(g).reshape({hq, Q, D}));
-      dk_HND.index_add_(1, k_index, std::get<1>(g).reshape({hkv, K, D}).to(torch::kFloat32));
-      dv_HND.index_add_(1, k_index, std::get<2>(g).reshape({hkv, K, D}).to(torch::kFloat32));
-    }
-    auto back = [&](const torch::Tensor& t, int64_t heads) {
-      return t.to(q_HND.scalar_type()).view({heads, B, L, D}).transpose(0, 1);
-    };
-    return {back(dq_HND, hq), back(dk_HND, hkv), back(dv_HND, hkv), torch::Tensor(), torch::Tensor()};
-  }
-};
-#endif
 
 class SiluMulFn : public torch::autograd::Function<SiluMulFn> {
  public:
@@ -311,36 +232,6 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
   if (on_kernels(gu) && F % 8 == 0) return SiluMulFn::apply(gu);
 #endif
   return torch::silu(gu.narrow(-1, 0, F)) * gu.narrow(-1, F, F);
-}
-
-namespace {
-std::atomic<bool> sparse_attention_on{true};  // enable_sparse_attention
-}  // namespace
-
-void enable_sparse_attention(bool on) { sparse_attention_on = on; }
-
-bool sparse_attention_on_kernels(const torch::Tensor& q) {
-#if DICE_WITH_FUSED_KERNELS && defined(DICE_SPARSE_ATTENTION_FN)
-  return sparse_attention_on && on_kernels(q) && torch::GradMode::is_enabled() && q.requires_grad();
-#else
-  (void)q;
-  return false;
-#endif
-}
-
-torch::Tensor sparse_attention(const torch::Tensor& q_BHLD, const torch::Tensor& k_BHLD, const torch::Tensor& v_BHLD,
-                               const SparseAttention& plan, const std::vector<torch::Tensor>& chunk_masks,
-                               double scale) {
-  DICE_REQUIRE(sparse_attention_on_kernels(q_BHLD) && chunk_masks.size() == plan.chunks.size(),
-               "train::sparse_attention needs CUDA bf16 / fp16 queries with grad and one prepared mask per chunk.");
-#if DICE_WITH_FUSED_KERNELS && defined(DICE_SPARSE_ATTENTION_FN)
-  RECORD_USER_SCOPE("dice::attention");
-  SparsePlanRef ref{&plan, &chunk_masks};  // read during forward only
-  return SparseAttentionFn::apply(q_BHLD, k_BHLD, v_BHLD, reinterpret_cast<int64_t>(&ref), scale);
-#else
-  (void)k_BHLD, (void)v_BHLD, (void)scale;
-  return torch::Tensor();
-#endif
 }
 
 torch::Tensor packed_linear(const torch::Tensor& x, const torch::Tensor& packed,

@@ -132,15 +132,6 @@ class AttentionImpl : public torch::nn::Module {
       auto qkv_BLN = train::packed_linear(x_BLH, packed_qkv(), {q_proj->weight, k_proj->weight, v_proj->weight});
       auto [q_BHLD, k_BHLD, v_BHLD] =
           train::qk_norm_rope(qkv_BLN, q_norm->weight, k_norm->weight, q_norm->eps, cos_BLD, sin_BLD, hq, hkv);
-      if (pattern.sparse && train::sparse_attention_on_kernels(q_BHLD)) {
-        const auto& sp = *pattern.sparse;
-        DICE_REQUIRE(sp.batch == q_BHLD.size(0) && sp.length == q_BHLD.size(2), "The sparse attention plan is for ",
-                     sp.batch, " rows of ", sp.length, " tokens but the batch has ", q_BHLD.size(0), " rows of ",
-                     q_BHLD.size(2), ".");
-        auto o_BLN = train::sparse_attention(q_BHLD, k_BHLD, v_BHLD, sp, pattern.chunk_masks,
-                                             1.0 / std::sqrt(static_cast<double>(d)));
-        return torch::linear(o_BLN, o_proj->weight);
-      }
       if (pattern.sparse) return attend_sparse(q_BHLD, k_BHLD, v_BHLD, pattern);
       return attend(q_BHLD, k_BHLD, v_BHLD, pattern.dense);
     }

@@ -12,9 +12,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <tuple>
-#include <vector>
-
-#include "dice/model/masks.h"
 
 namespace dice::model::train {
 
@@ -35,19 +32,6 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qk_norm_rope(const torch
 
 // silu(gate) * up of the packed gate|up projection gu [..., 2F] -> [..., F].
 torch::Tensor silu_mul(const torch::Tensor& gu);
-
-// Attention of q_BHLD [B, hq, L, D] and k / v_BHLD [B, hkv, L, D] over a block-sparse plan with
-// its chunks' prepared masks (compat::prepare_attention_mask), softmax scale `scale`: returns
-// [B, L, hq D] (the o_proj input), as one autograd node over SDPA's memory-efficient kernel and
-// its backward (nothing per chunk saved; dk / dv summed over chunks in fp32). Only where
-// sparse_attention_on_kernels(q) (CUDA bf16 / fp16, torch >= 2.1, grad wanted); elsewhere the
-// caller keeps its composite chunk loop.
-bool sparse_attention_on_kernels(const torch::Tensor& q);
-// Process-wide switch for benchmarks: false keeps the composite chunk loop (default true).
-void enable_sparse_attention(bool on);
-torch::Tensor sparse_attention(const torch::Tensor& q_BHLD, const torch::Tensor& k_BHLD, const torch::Tensor& v_BHLD,
-                               const SparseAttention& plan, const std::vector<torch::Tensor>& chunk_masks,
-                               double scale);
 
 // x [..., H] times the concatenated weights: one GEMM with `packed` [sum N_i, H], whose rows
 // are the parameters `parts` (2 or 3 of them, [N_i, H] each, in order). The backward computes the
