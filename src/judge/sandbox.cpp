@@ -130,6 +130,11 @@ proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string&
   const char* path = std::getenv("PATH");
   o.env = {str("PATH=", path ? path : "/usr/local/bin:/usr/bin:/bin"),
            "HOME=" + scratch,
+           // A sandbox uid has no passwd entry: getpass.getuser() (torch 2.x asks it for
+           // inductor's cache dir at import) would raise, so every sandboxed process is named.
+           "USER=dice-sandbox",
+           "LOGNAME=dice-sandbox",
+           "TORCHINDUCTOR_CACHE_DIR=" + scratch + "/torchinductor",
            "TMPDIR=" + scratch,
            "TORCH_EXTENSIONS_DIR=" + scratch + "/torch_extensions",
            "LANG=C.UTF-8",

@@ -46,8 +46,11 @@ TEST(Sandbox, PythonSeesScrubbedEnvironmentOtherUidAndReadOnlyRoot) {
   Scratch s(root + "/slot", uid);
   auto o = sandboxed_python(cfg, DICE_PYTHON,
                             {"-c",
-                             "import os\n"
+                             "import getpass, os\n"
                              "print(os.environ.get('DICE_JUDGE_SECRET'), os.getuid(), os.getcwd())\n"
+                             // torch (2.x: inductor's cache dir) asks for the user name; a sandbox
+                             // uid has no passwd entry, so the sandbox must name it
+                             "print('user', getpass.getuser())\n"
                              "open('ok', 'w').write('1')\n"
                              "try:\n  open('" + root + "/escape', 'w')\n  print('escaped')\n"
                              "except OSError as e:\n  print('blocked', e.errno)\n"},
@@ -59,6 +62,7 @@ TEST(Sandbox, PythonSeesScrubbedEnvironmentOtherUidAndReadOnlyRoot) {
   EXPECT_NE(r.out.find("None"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(s.path()), std::string::npos) << r.out;
   EXPECT_TRUE(dice::fs::exists(s.path() + "/ok"));
+  EXPECT_NE(r.out.find("user dice-sandbox"), std::string::npos) << r.out << r.err;
   if (uid >= 0) EXPECT_NE(r.out.find(" " + std::to_string(uid) + " "), std::string::npos) << r.out;
   if (r.protections_missing.empty()) {
     EXPECT_NE(r.out.find("blocked"), std::string::npos) << r.out;

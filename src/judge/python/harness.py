@@ -316,14 +316,33 @@ class Caller:
             self.flush_buf = torch.empty(int(2 * l2) // 4 + 1, dtype=torch.float32, device="cuda")
 
     def _poison(self):
-        free = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-        if free > 0:
-            try:
-                t = torch.empty(int(free // 4), dtype=torch.float32, device="cuda")
+        """NaN into the allocator's free blocks, each one filled by an allocation of its own size
+        (largest first, so best fit serves each from a block already there). One allocation of
+        all free bytes does not fit a fragmented cache: the allocator made a new segment every
+        call, the reserve doubled call after call, and the cudaMalloc's of a growing reserve cost
+        an honest candidate hundreds of milliseconds of host time (timing_tampered on the GPU node)."""
+        reserved = torch.cuda.memory_reserved()
+        if reserved == torch.cuda.memory_allocated():
+            return
+        blocks = []
+        for seg in torch.cuda.memory_snapshot():
+            small = seg.get("segment_type") == "small"
+            for b in seg.get("blocks", ()):
+                # a request goes to the pool of its size (small: up to 1 MiB), so only blocks whose
+                # size maps back to their own pool can be refilled without a new segment
+                if b.get("state") == "inactive" and b["size"] >= 512 and (b["size"] <= (1 << 20)) == small:
+                    blocks.append(b["size"])
+        held = []
+        try:
+            for n in sorted(blocks, reverse=True):
+                t = torch.empty(n // 4, dtype=torch.float32, device="cuda")
                 t.fill_(float("nan"))
-                del t
-            except RuntimeError:
-                pass
+                held.append(t)
+        except RuntimeError:
+            pass
+        del held
+        if torch.cuda.memory_reserved() > reserved:  # never let the reserve grow from one call to the next
+            torch.cuda.empty_cache()
 
     def call(self, model, inputs, record=False):
         """(output, ms, evidence) of one call; evidence is the op record (None when not recorded).
@@ -340,7 +359,7 @@ class Caller:
         kernels = False
         if self.record_ops and record:
             from torch.profiler import ProfilerActivity, profile
-            kernels = kernels and cuda
+            kernels = cuda  # recorded calls are the correctness trials: CUDA kernels are recorded too
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if kernels else [])
             prof = profile(activities=acts)
             prof.__enter__()
