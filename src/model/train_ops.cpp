@@ -140,6 +140,35 @@ class SiluMulFn : public torch::autograd::Function<SiluMulFn> {
 };
 #endif
 
+// Gathers along dim 1, one output per index tensor; the indices are read through a pointer in
+// forward and saved for backward.
+class GatherRowsFn : public torch::autograd::Function<GatherRowsFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& src, int64_t indices_ptr) {
+    const auto& indices = *reinterpret_cast<const std::vector<torch::Tensor>*>(indices_ptr);
+    variable_list out;
+    out.reserve(indices.size());
+    for (const auto& idx : indices) out.push_back(src.index_select(1, idx));
+    ctx->save_for_backward(indices);
+    ctx->saved_data["sizes"] = src.sizes().vec();
+    ctx->saved_data["dtype"] = static_cast<int64_t>(src.scalar_type());
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto indices = ctx->get_saved_variables();
+    const auto sizes = ctx->saved_data["sizes"].toIntVector();
+    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const auto acc_dtype = dtype == torch::kBFloat16 || dtype == torch::kHalf ? torch::kFloat32 : dtype;
+    torch::Tensor acc;
+    for (size_t i = 0; i < indices.size() && i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      if (!acc.defined()) acc = torch::zeros(sizes, grads[i].options().dtype(acc_dtype));
+      acc.index_add_(1, indices[i], grads[i].to(acc_dtype));
+    }
+    return {acc.defined() ? acc.to(dtype) : torch::Tensor(), torch::Tensor()};
+  }
+};
+
 // y = x packed^T; the parts are inputs so autograd hands each its rows of the weight gradient.
 // (Two classes, not an undefined third input: torch 1.13 asks every input for its device.)
 torch::Tensor packed_forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& packed,
@@ -232,6 +261,12 @@ torch::Tensor silu_mul(const torch::Tensor& gu) {
   if (on_kernels(gu) && F % 8 == 0) return SiluMulFn::apply(gu);
 #endif
   return torch::silu(gu.narrow(-1, 0, F)) * gu.narrow(-1, F, F);
+}
+
+std::vector<torch::Tensor> gather_rows(const torch::Tensor& src, const std::vector<torch::Tensor>& indices) {
+  DICE_REQUIRE(src.dim() == 3, "gather_rows takes src [A, N, C]; got ", src.sizes(), ".");
+  if (indices.empty()) return {};
+  return GatherRowsFn::apply(src, reinterpret_cast<int64_t>(&indices));
 }
 
 torch::Tensor packed_linear(const torch::Tensor& x, const torch::Tensor& packed,

@@ -132,7 +132,7 @@ class AttentionImpl : public torch::nn::Module {
       auto qkv_BLN = train::packed_linear(x_BLH, packed_qkv(), {q_proj->weight, k_proj->weight, v_proj->weight});
       auto [q_BHLD, k_BHLD, v_BHLD] =
           train::qk_norm_rope(qkv_BLN, q_norm->weight, k_norm->weight, q_norm->eps, cos_BLD, sin_BLD, hq, hkv);
-      if (pattern.sparse) return attend_sparse(q_BHLD, k_BHLD, v_BHLD, pattern);
+      if (pattern.sparse) return attend_sparse(q_BHLD, k_BHLD, v_BHLD, pattern, /*one_gather=*/true);
       return attend(q_BHLD, k_BHLD, v_BHLD, pattern.dense);
     }
     const int64_t B = x_BLH.size(0), L = x_BLH.size(1);
@@ -198,8 +198,10 @@ class AttentionImpl : public torch::nn::Module {
   // Chunk by chunk over the plan: each chunk's queries, keys and values gathered from the flat
   // [heads, B * L, D] views, one SDPA call per chunk, the outputs put back at the queries' places
   // (padding queries, in no chunk, get 0).
+  // With `one_gather` (ForwardArgs::train_fused) the chunks' gathers are train::gather_rows: the
+  // same values, their gradients summed into one buffer.
   torch::Tensor attend_sparse(const torch::Tensor& q_BHLD, const torch::Tensor& k_BHLD, const torch::Tensor& v_BHLD,
-                              const AttnPattern& pattern) {
+                              const AttnPattern& pattern, bool one_gather = false) {
     RECORD_USER_SCOPE("dice::attention");
     const int64_t B = q_BHLD.size(0), L = q_BHLD.size(2);
     const auto& sp = *pattern.sparse;
@@ -210,13 +212,23 @@ class AttentionImpl : public torch::nn::Module {
     auto k_HND = k_BHLD.transpose(0, 1).reshape({hkv, B * L, d});
     auto v_HND = v_BHLD.transpose(0, 1).reshape({hkv, B * L, d});
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    std::vector<torch::Tensor> outs;
+    std::vector<torch::Tensor> outs, qs, ks, vs;
     outs.reserve(sp.chunks.size());
+    if (one_gather) {
+      std::vector<torch::Tensor> q_index, k_index;
+      for (const auto& c : sp.chunks) {
+        q_index.push_back(c.q_index);
+        k_index.push_back(c.k_index);
+      }
+      qs = train::gather_rows(q_HND, q_index);
+      ks = train::gather_rows(k_HND, k_index);
+      vs = train::gather_rows(v_HND, k_index);
+    }
     for (size_t i = 0; i < sp.chunks.size(); ++i) {
       const auto& c = sp.chunks[i];
-      auto q = q_HND.index_select(1, c.q_index).unsqueeze(0);
-      auto k = k_HND.index_select(1, c.k_index).unsqueeze(0);
-      auto v = v_HND.index_select(1, c.k_index).unsqueeze(0);
+      auto q = (one_gather ? qs[i] : q_HND.index_select(1, c.q_index)).unsqueeze(0);
+      auto k = (one_gather ? ks[i] : k_HND.index_select(1, c.k_index)).unsqueeze(0);
+      auto v = (one_gather ? vs[i] : v_HND.index_select(1, c.k_index)).unsqueeze(0);
       outs.push_back(compat::sdpa_gqa(q, k, v, pattern.chunk_masks[i], scale).squeeze(0));
     }
     auto o_HND = torch::zeros({hq, B * L, d}, q_BHLD.options());

@@ -129,6 +129,33 @@ TEST_P(FastPath, EqualsPlainPath) {
   }
 }
 
+// Gathers with one gradient buffer: the outputs and the source's gradient equal index_select's,
+// with overlapping indices and an output that gets no gradient.
+TEST(GatherRows, EqualsIndexSelect) {
+  torch::manual_seed(5);
+  auto src = torch::randn({3, 20, 4}, torch::requires_grad());
+  std::vector<torch::Tensor> idx = {torch::tensor({0, 5, 7, 19}), torch::tensor({5, 6, 7, 8, 9, 0}),
+                                    torch::tensor({1, 2}), torch::tensor({19, 18})};
+  auto got = model::train::gather_rows(src, idx);
+  ASSERT_EQ(got.size(), idx.size());
+  torch::Tensor loss = torch::zeros({});
+  for (size_t i = 0; i + 1 < got.size(); ++i)  // the last output is not used
+    loss = loss + (got[i] * torch::sin(torch::arange(got[i].numel()).view(got[i].sizes()) * (1.0 + i))).sum();
+  loss.backward();
+  auto dsrc = src.grad().clone();
+  src.mutable_grad() = torch::Tensor();
+  torch::Tensor want_loss = torch::zeros({});
+  for (size_t i = 0; i < idx.size(); ++i) {
+    auto w = src.index_select(1, idx[i]);
+    EXPECT_TRUE(torch::equal(w, got[i])) << i;
+    if (i + 1 < idx.size())
+      want_loss = want_loss + (w * torch::sin(torch::arange(w.numel()).view(w.sizes()) * (1.0 + i))).sum();
+  }
+  want_loss.backward();
+  EXPECT_LT((dsrc - src.grad()).abs().max().item<double>(), 1e-6);
+  EXPECT_TRUE(model::train::gather_rows(src, {}).empty());
+}
+
 // One GEMM over packed rows: the output and every part's gradient equal separate linears.
 TEST(PackedLinear, EqualsSeparateLinears) {
   torch::manual_seed(4);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <tuple>
+#include <vector>
 
 namespace dice::model::train {
 
@@ -32,6 +33,13 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qk_norm_rope(const torch
 
 // silu(gate) * up of the packed gate|up projection gu [..., 2F] -> [..., F].
 torch::Tensor silu_mul(const torch::Tensor& gu);
+
+// src [A, N, C] gathered along dim 1 at each of `indices` (int64 [n_i] each): one output
+// [A, n_i, C] per index, as index_select would give. The backward adds every output's gradient
+// into one buffer (fp32 for reduced-precision src) with index_add_, instead of a zero-filled
+// full-size gradient per gather that autograd then sums (the sparse plan gathers each row's keys
+// once per chunk).
+std::vector<torch::Tensor> gather_rows(const torch::Tensor& src, const std::vector<torch::Tensor>& indices);
 
 // x [..., H] times the concatenated weights: one GEMM with `packed` [sum N_i, H], whose rows
 // are the parameters `parts` (2 or 3 of them, [N_i, H] each, in order). The backward computes the
