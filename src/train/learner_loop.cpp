@@ -216,7 +216,6 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   }
   sync_device();
   m["time_old_logp_s"] = t_old.elapsed_s();
-  m["old_logp_row_tokens"] = old_row_tokens;
 
   // ---- the updates ----
   time_optimizer_ = time_allreduce_ = time_backward_ = 0;
@@ -236,7 +235,7 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   auto acc_t = torch::tensor(std::vector<double>(acc.begin(), acc.begin() + 7), torch::kFloat64).to(comm_.device());
   comm_.all_reduce(acc_t);
   acc_t = acc_t.cpu();
-  auto gap_t = torch::tensor({gap.sum, gap.n}, torch::kFloat64).to(comm_.device());
+  auto gap_t = torch::tensor({gap.sum, gap.n, static_cast<double>(old_row_tokens)}, torch::kFloat64).to(comm_.device());
   comm_.all_reduce(gap_t);
   gap_t = gap_t.cpu();
   auto gmax = torch::tensor({gap.max}, torch::kFloat64).to(comm_.device());
@@ -251,6 +250,7 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   m["clip_fraction"] = tokens > 0 ? acc_t[4].item<double>() / tokens : 0.0;
   m["target_tokens"] = static_cast<int64_t>(tokens);
   m["row_tokens"] = static_cast<int64_t>(acc_t[6].item<double>());
+  m["old_logp_row_tokens"] = static_cast<int64_t>(gap_t[2].item<double>());  // scored by the no-grad pass
   m["grad_norm"] = U > 0 ? acc[7] / static_cast<double>(U) : 0.0;
   m["logp_gap_mean"] = gap_t[1].item<double>() > 0 ? gap_t[0].item<double>() / gap_t[1].item<double>() : 0.0;
   m["logp_gap_max"] = gmax.cpu().item<double>();
