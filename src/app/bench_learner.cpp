@@ -87,6 +87,7 @@ struct LearnerBenchArgs {
   bool parts = false;
   bool grad_check = false;
   int64_t grad_check_layers = 2;
+  int64_t layers = 0;  // > 0: every shape cut to its first `layers` layers (kernel profiles; no peer)
   double peak_flops = 790e12;
 };
 
@@ -414,6 +415,7 @@ void run_bench(const LearnerBenchArgs& a) {
   std::fflush(stdout);
   for (const auto& shape : a.shapes) {
     auto cfg = model::ModelConfig::preset(shape);
+    if (a.layers > 0) cfg.num_hidden_layers = std::min(cfg.num_hidden_layers, a.layers);
     const int64_t P = shape == "tiny" ? std::min<int64_t>(a.prompt_len, 64) : a.prompt_len;
     const int64_t R = shape == "tiny" ? std::min<int64_t>(a.response_len, 256) : a.response_len;
     const bool optim = a.optimizer == "on" || (a.optimizer == "auto" && shape != "sdar-8b");
@@ -775,6 +777,7 @@ void setup(CLI::App& cmd) {
   cmd.add_flag("--parts", a->parts, "one more step timed op by op: time per part");
   cmd.add_flag("--grad-check", a->grad_check, "bf16 fast path vs fp32 plain path on a cut-down first shape");
   cmd.add_option("--grad-check-layers", a->grad_check_layers, "layers of the --grad-check model");
+  cmd.add_option("--layers", a->layers, "cut every shape to its first N layers (e.g. under ncu; needs --no-peer)");
   cmd.add_option("--peak-flops", a->peak_flops, "bf16 matmul peak for MFU (FLOP/s)");
   cmd.callback([a, shapes, strategies, paths] {
     a->shapes = split(*shapes);
@@ -785,6 +788,8 @@ void setup(CLI::App& cmd) {
     for (const auto& p : a->paths)
       DICE_REQUIRE(p == "fast" || p == "composite" || p == "plain", "bench learner: unknown path '", p,
                    "' (fast, composite, plain).");
+    DICE_REQUIRE(a->layers == 0 || !a->peer || a->grad_check,
+                 "bench learner: --layers cuts the model, so the peer's full model would not compare; add --no-peer.");
     DICE_REQUIRE(a->responses >= 1 && a->steps >= 1 && a->prompt_len >= 1 && a->response_len >= 1,
                  "bench learner: --responses, --steps, --prompt-len and --response-len must be >= 1.");
     if (a->grad_check) run_grad_check(*a);
