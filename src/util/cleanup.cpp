@@ -6,7 +6,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <ctime>
 
 #include <atomic>
 #include <cstring>
@@ -22,6 +25,9 @@ struct Slot {
   char path[kPathBytes];
 };
 Slot g_slots[kSlots];
+
+constexpr int kProcs = 256;
+std::atomic<int> g_procs[kProcs];  // 0 free, > 0 a child's pid (its process group)
 
 struct linux_dirent64 {
   ino64_t d_ino;
@@ -62,6 +68,29 @@ void remove_path(const char* p) {
 }
 
 void on_signal(int sig) {
+  // children first (whole groups: a sandbox's pid-namespace init and what it runs), then wait
+  // for them, so that no write lands after the removal below
+  for (auto& p : g_procs) {
+    const int pid = p.load(std::memory_order_acquire);
+    if (pid > 0) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
+  }
+  const struct timespec tick = {0, 10 * 1000 * 1000};
+  for (int waited = 0; waited < 200; ++waited) {  // 2 s at most
+    bool left = false;
+    for (auto& p : g_procs) {
+      const int pid = p.load(std::memory_order_acquire);
+      if (pid <= 0) continue;
+      int st = 0;
+      const pid_t r = ::waitpid(pid, &st, WNOHANG);
+      if (r == 0) left = true;
+      else p.store(0, std::memory_order_release);  // reaped, or not ours to wait for
+    }
+    if (!left) break;
+    ::nanosleep(&tick, nullptr);
+  }
   for (auto& s : g_slots)
     if (s.state.load(std::memory_order_acquire) == 2) remove_path(s.path);
   ::signal(sig, SIG_DFL);  // then end the way the signal would have ended us
@@ -84,6 +113,19 @@ int register_path(const std::string& path) {
 
 void unregister_path(int slot) {
   if (slot >= 0 && slot < kSlots) g_slots[slot].state.store(0, std::memory_order_release);
+}
+
+int register_process(int pid) {
+  if (pid <= 0) return -1;
+  for (int i = 0; i < kProcs; ++i) {
+    int expected = 0;
+    if (g_procs[i].compare_exchange_strong(expected, pid)) return i;
+  }
+  return -1;
+}
+
+void unregister_process(int slot) {
+  if (slot >= 0 && slot < kProcs) g_procs[slot].store(0, std::memory_order_release);
 }
 
 void install_signal_cleanup() {

@@ -1,6 +1,8 @@
 // Child processes with pipes, timeouts, process-group kill and an optional namespace sandbox.
 #include "dice/util/subprocess.h"
 
+#include "dice/util/cleanup.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -451,6 +453,7 @@ Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
       if (fd >= 0) ::close(fd);
     throw Error(str("cannot start '", opts.argv[0], "': fork failed: ", std::strerror(fork_errno)));
   }
+  cleanup_slot_ = cleanup::register_process(pid_);
   in_fd_ = in[1];
   out_fd_ = out[0];
   err_fd_ = err[0];
@@ -486,6 +489,12 @@ Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
   }
 }
 
+void Subprocess::detach() {
+  detached_ = true;
+  cleanup::unregister_process(cleanup_slot_);  // it outlives us by design: a signal does not end it
+  cleanup_slot_ = -1;
+}
+
 Subprocess::~Subprocess() {
   if (!detached_) kill();
   for (int fd : {in_fd_, out_fd_, err_fd_, res_fd_})
@@ -499,12 +508,16 @@ bool Subprocess::reap(bool block) {
     if (r == pid_) {
       reaped_ = true;
       ::kill(-pid_, SIGKILL);  // strays left in the group (without a pid namespace)
+      cleanup::unregister_process(cleanup_slot_);
+      cleanup_slot_ = -1;
       return true;
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {  // not our child any more (should not happen): treat as gone
       reaped_ = true;
       raw_status_ = 0;
+      cleanup::unregister_process(cleanup_slot_);
+      cleanup_slot_ = -1;
       return true;
     }
     return false;

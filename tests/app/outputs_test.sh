@@ -11,7 +11,8 @@
 #   values       bad values and misleading messages (items 7-9 of the issue)
 #   train        dice train into a locked run directory / one started from another model
 #   signal       SIGTERM during ckpt init --replace: no staging folder left, the old model kept;
-#                SIGTERM during dice judge: no dice_judge_* scratch folder left
+#                SIGTERM during dice judge: no dice_judge_* scratch folder left; SIGTERM mid-build:
+#                the sandboxed build ends with dice (no process left, nothing written after)
 # usage: outputs_test.sh DICE_BINARY SOURCE_DIR SCENARIO
 set -uo pipefail
 dice=$1
@@ -248,15 +249,18 @@ signal)
   # SIGINT takes the same handler but cannot be sent from here)
   echo "== SIGTERM during a re-init: the staging folder is removed, the old model kept"
   (cd model && sha256sum model.safetensors config.json > "$work/sums")
+  wait_for() {  # GLOB PID: until a path matches GLOB (true) or PID ends or 100 s pass (false)
+    for _ in $(seq 2000); do
+      compgen -G "$1" > /dev/null && return 0
+      kill -0 "$2" 2>/dev/null || return 1
+      sleep 0.05
+    done
+    return 1
+  }
   "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out model --seed 9 --replace --set model.hidden_size=1024 \
     --set model.intermediate_size=4096 --set model.num_hidden_layers=8 > init.log 2>&1 &
   pid=$!
-  for _ in $(seq 2000); do
-    compgen -G "model.tmp.*" > /dev/null && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.05
-  done
-  compgen -G "model.tmp.*" > /dev/null || { cat init.log; fail "the staging folder never appeared"; }
+  wait_for "model.tmp.*" $pid || { cat init.log; fail "the staging folder never appeared"; }
   kill -TERM $pid
   wait $pid
   rc=$?
@@ -269,11 +273,7 @@ signal)
   python3 -c "import json; t = json.loads(open('two.jsonl').readline()); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > cands.jsonl
   TMPDIR=$work/tmp "$dice" judge --tasks two.jsonl --candidates cands.jsonl --out verdicts.jsonl > judge.log 2>&1 &
   pid=$!
-  for _ in $(seq 2000); do
-    compgen -G "tmp/dice_judge_*/exec0_*" > /dev/null && break  # scratch made, a candidate process started
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.05
-  done
+  wait_for "tmp/dice_judge_*/exec0_*" $pid  # scratch made, a candidate process started
   compgen -G "tmp/dice_judge_*" > /dev/null || { cat judge.log; fail "the judge's scratch folder never appeared"; }
   kill -TERM $pid
   wait $pid
@@ -281,6 +281,30 @@ signal)
   [[ $rc -eq 143 ]] || { cat judge.log; fail "dice judge: rc $rc (want 143: ended by SIGTERM)"; }
   compgen -G "tmp/dice_judge_*" > /dev/null && fail "the judge's scratch folder was left behind: $(ls -d tmp/dice_judge_*)"
   echo "  ok: ended by SIGTERM, no dice_judge_* folder left"
+  echo "== SIGTERM while a sandboxed build runs: the build ends with dice, nothing is written after"
+  # an empty cache: the candidate's extension must be built (tens of seconds on this machine)
+  mkdir cache_sig && chmod 755 cache_sig
+  TMPDIR=$work/tmp "$dice" judge --tasks two.jsonl --candidates cands.jsonl --out verdicts_sig.jsonl \
+    --set cache_root="$work/cache_sig" --set precompiled_header=false > judge_sig.log 2>&1 &
+  pid=$!
+  wait_for "tmp/dice_judge_*/build*" $pid || { cat judge_sig.log; fail "no sandboxed build started"; }
+  sleep 1
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  [[ $rc -eq 143 ]] || { cat judge_sig.log; fail "dice judge (building): rc $rc (want 143: ended by SIGTERM)"; }
+  sleep 0.5
+  # no process of the judge's is left: each sandboxed one has TMPDIR in its (removed) scratch (its
+  # working directory shows as "/" from here: it has a mount namespace of its own)
+  left=""
+  for p in /proc/[0-9]*; do
+    tr '\0' '\n' 2>/dev/null < "$p/environ" | grep -q "^TMPDIR=$work/tmp/" || continue
+    left+=" ${p#/proc/}($(tr '\0' ' ' 2>/dev/null < "$p/cmdline" | cut -c1-80))"
+  done
+  [[ -z $left ]] || fail "processes of the killed judge still run:$left"
+  sleep 2
+  compgen -G "tmp/dice_judge_*" > /dev/null && fail "a scratch folder is left or written again after the judge ended: $(find tmp | head)"
+  echo "  ok: ended by SIGTERM mid-build, no process left, nothing written after"
   ;;
 train)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -16,6 +16,13 @@ namespace dice::cleanup {
 int register_path(const std::string& path);
 void unregister_path(int slot);
 
+// Child processes (a dice::proc::Subprocess registers each child it starts: its pid leads the
+// child's own session and process group) are killed by the same handler, group and all, and
+// reaped (up to 2 s) before any path is removed: nothing a child runs (a sandboxed build, an
+// executor) writes into a scratch folder after it is gone. At most 256 at once.
+int register_process(int pid);
+void unregister_process(int slot);
+
 // Installs the SIGINT/SIGTERM/SIGHUP handler (once; the dice executable calls it from main).
 void install_signal_cleanup();
 

@@ -96,7 +96,7 @@ class Subprocess {
   // Gives up ownership: the destructor neither kills nor reaps the child, which runs on (and is
   // reparented to init when this process exits). For trusted helpers whose work outlives the caller
   // (a cache entry); the child must not rely on its stdout/stderr pipes any more.
-  void detach() { detached_ = true; }
+  void detach();
 
   const std::string& stdout_tail() const { return out_; }
   const std::string& stderr_tail() const { return err_; }
@@ -113,6 +113,7 @@ class Subprocess {
   int raw_status_ = 0;
   bool killed_for_timeout_ = false;
   bool detached_ = false;
+  int cleanup_slot_ = -1;  // dice::cleanup's record of this child (killed on SIGINT/SIGTERM/SIGHUP)
   std::vector<std::string> applied_, missing_;
 };
 
