@@ -71,7 +71,7 @@ struct RewardConfig {
 struct TraceConfig {
   std::string layout = "packed";
   int64_t shrink = 1;
-  bool fast = false;           // rl::ScoreOptions::fast: sparse attention + chunked log-probs (opt-in: see docs/train.md)
+  bool fast = true;            // rl::ScoreOptions::fast: sparse attention + chunked log-probs (false: the plain path)
   int64_t attn_chunk = 256;    // clean tokens per sparse-attention chunk
   int64_t logit_chunk = 2048;  // targets per lm_head / log-softmax chunk
 
