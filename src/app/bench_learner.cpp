@@ -27,7 +27,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
-#include <mpi.h>
 #include <torch/torch.h>
 
 #if DICE_WITH_CUDA
@@ -367,25 +366,6 @@ std::string sdpa_backend(torch::Device dev) {
 #endif
 }
 
-std::unique_ptr<dist::Comm> self_comm(torch::Device dev) {
-  int inited = 0;
-  MPI_Initialized(&inited);
-  if (!inited) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    std::atexit([] {
-      int fin = 0;
-      MPI_Finalized(&fin);
-      if (!fin) MPI_Finalize();
-    });
-  }
-  dist::CommOptions o;
-  o.name = "learners";
-  o.role = "learner";
-  o.timeout_s = 0;
-  return dist::make_comm(MPI_COMM_SELF, dev, o);
-}
-
 model::Transformer random_master(const model::ModelConfig& cfg, torch::Device dev, uint64_t seed) {
   torch::NoGradGuard ng;
   model::Transformer m(cfg, torch::kFloat32, dev);
@@ -407,7 +387,7 @@ std::string fmt_bytes(int64_t b) {
 void run_bench(const LearnerBenchArgs& a) {
   const auto dev = bench_device();
   if (!dev.is_cuda()) log::warn("bench learner: no GPU; running on CPU in fp32 (numbers are not meaningful)");
-  auto comm = self_comm(dev);
+  auto comm = dist::self_comm(dev, {"learners", "learner", 0});
   if (dev.is_cuda()) std::printf("attention: %s\n", sdpa_backend(dev).c_str());
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-10s %-8s %-9s %6s %7s %12s %12s %7s %9s %6s %10s %9s\n", "shape", "strategy", "path", "resp",

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 
 #include "dice/util/hash.h"
 #include "dice/util/log.h"
@@ -238,6 +239,21 @@ std::unique_ptr<Comm> make_comm(MPI_Comm comm, torch::Device device, const CommO
   if (device.is_cuda() && !opts.force_mpi) return detail::make_nccl_comm(comm, device, opts);
 #endif
   return detail::make_mpi_comm(comm, device, opts);
+}
+
+std::unique_ptr<Comm> self_comm(torch::Device device, const CommOptions& opts) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    std::atexit([] {
+      int fin = 0;
+      MPI_Finalized(&fin);
+      if (!fin) MPI_Finalize();
+    });
+  }
+  return make_comm(MPI_COMM_SELF, device, opts);
 }
 
 bool have_nccl() {

@@ -5,7 +5,6 @@
 // no-grad pass then scores only the second update's rows, and logp_gap still compares the
 // learner's old log-probs with the sampler's (0 up to rounding: same weights, fp32).
 #include <gtest/gtest.h>
-#include <mpi.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -18,25 +17,6 @@
 
 namespace dice::train {
 namespace {
-
-std::unique_ptr<dist::Comm> self_comm() {
-  int inited = 0;
-  MPI_Initialized(&inited);
-  if (!inited) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    std::atexit([] {
-      int fin = 0;
-      MPI_Finalized(&fin);
-      if (!fin) MPI_Finalize();
-    });
-  }
-  dist::CommOptions o;
-  o.name = "learners";
-  o.role = "learner";
-  o.timeout_s = 0;
-  return dist::make_comm(MPI_COMM_SELF, torch::kCPU, o);
-}
 
 // The same tiny model every time (tiny_model draws its norm weights from the global generator).
 model::Transformer policy() {
@@ -89,7 +69,7 @@ Run train_two_steps(bool reuse, bool fast, bool reference, const std::vector<Rol
   cfg.optim.micro_batch_tokens = 120;  // several micro-batches per update
   cfg.optim.compute_dtype = "float32";
   if (reference) cfg.loss.kl_reference = "initial";
-  auto comm = self_comm();
+  auto comm = dist::self_comm(torch::kCPU, {"learners", "learner", 0});
   auto master = policy();
   std::optional<model::Transformer> ref;
   if (reference) ref = policy();

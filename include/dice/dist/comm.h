@@ -62,6 +62,10 @@ class Comm {
 // communicator is duplicated (the Comm owns its copy). Collective over `comm`.
 std::unique_ptr<Comm> make_comm(MPI_Comm comm, torch::Device device, const CommOptions& opts = {});
 
+// A communicator of this process alone (MPI_COMM_SELF), for single-process tools and tests that
+// drive learner code: initializes MPI first when nothing has (finalized at exit).
+std::unique_ptr<Comm> self_comm(torch::Device device, const CommOptions& opts = {});
+
 // True when this build has the NCCL backend.
 bool have_nccl();
 
