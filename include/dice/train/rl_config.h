@@ -150,7 +150,7 @@ struct FaultConfig {  // fault injection for tests
   std::string once_file;
 
   template <class V> void visit(V& v) {
-    v("kill_at_step", kill_at_step, "test only: signal rank `rank` at the start of this step");
+    v("kill_at_step", kill_at_step, "test only: signal rank `rank` at the start of this step, once every rank has finished the one before");
     v.choice("signal", signal, {"kill", "stop"}, "test only: SIGKILL (dead rank) or SIGSTOP (stuck rank)");
     v("rank", rank, "test only: the rank to kill");
     v("once_file", once_file, "test only: kill only if this file does not exist (it is created first)");
