@@ -100,4 +100,14 @@ double clip_grad_norm_flat(torch::Tensor& flat, double max_norm, int64_t piece) 
   return norm;
 }
 
+void attach_grads(const std::vector<torch::Tensor>& params, torch::Tensor& flat) {
+  int64_t off = 0;
+  for (const auto& p : params) {
+    auto& g = const_cast<torch::Tensor&>(p).mutable_grad();
+    const int64_t n = p.numel();
+    if (!g.defined() || g.data_ptr() != flat.narrow(0, off, n).data_ptr()) g = flat.narrow(0, off, n).view_as(p);
+    off += n;
+  }
+}
+
 }  // namespace dice::train

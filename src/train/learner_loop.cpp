@@ -9,6 +9,7 @@
 
 #include "dice/rl/loss.h"
 #include "dice/rl/trace.h"
+#include "dice/train/model_source.h"
 #include "dice/util/timer.h"
 
 namespace dice::train {
@@ -55,22 +56,6 @@ rl::TraceBatch collate_rows(const std::vector<std::pair<size_t, size_t>>& which,
   return rl::collate(rows, device, so);
 }
 
-// Makes every parameter's gradient a view of `flat` (numel = their sum, zeroed by the caller).
-void attach_grads(const std::vector<torch::Tensor>& params, torch::Tensor& flat) {
-  int64_t off = 0;
-  for (const auto& p : params) {
-    auto& g = const_cast<torch::Tensor&>(p).mutable_grad();
-    const int64_t n = p.numel();
-    if (!g.defined() || g.data_ptr() != flat.narrow(0, off, n).data_ptr()) g = flat.narrow(0, off, n).view_as(p);
-    off += n;
-  }
-}
-
-torch::Dtype compute_dtype_of(const std::string& name, const model::Transformer& m) {
-  if (name == "float32") return torch::kFloat32;
-  if (name == "bfloat16") return torch::kBFloat16;
-  return m->device().is_cuda() ? torch::kBFloat16 : m->dtype();
-}
 }  // namespace
 
 LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
@@ -90,7 +75,7 @@ LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist
   const auto dev = model_->device();
   grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
   attach_grads(master_params_, grad_flat_);
-  const auto cdt = compute_dtype_of(cfg.optim.compute_dtype, model_);
+  const auto cdt = compute_dtype_for(cfg.optim.compute_dtype, model_->device(), model_->dtype());
   if (cdt != model_->dtype()) {
     compute_.emplace(model_->config(), cdt, dev);
     for (auto& p : (*compute_)->named_parameters()) compute_params_.push_back(p.value());

@@ -114,4 +114,10 @@ torch::Device pick_device(const std::string& want, const dist::World* world, con
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(idx));
 }
 
+torch::Dtype compute_dtype_for(const std::string& name, torch::Device device, torch::Dtype master) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "bfloat16") return torch::kBFloat16;
+  return device.is_cuda() ? torch::kBFloat16 : master;
+}
+
 }  // namespace dice::train

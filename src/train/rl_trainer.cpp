@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <cstring>
@@ -24,6 +23,7 @@
 #include "dice/train/actor_loop.h"
 #include "dice/train/learner_loop.h"
 #include "dice/train/model_source.h"
+#include "dice/train/run_plan.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
 #include "dice/util/run_dir.h"
@@ -32,70 +32,10 @@
 namespace dice::train {
 namespace {
 using nlohmann::json;
-namespace stdfs = std::filesystem;
 
 // ---- setup helpers ----
 
 void make_dirs(const std::string& dir) { std::filesystem::create_directories(dir); }
-
-void append_line(const std::string& path, const std::string& line) {
-  std::ofstream f(path, std::ios::app);
-  f << line << "\n";
-  f.flush();
-  DICE_REQUIRE(f.good(), "Could not append to ", path, ".");
-}
-
-// Rank 0 checks the run directory against this config; every rank gets the verdict.
-// Returns the checkpoint to resume from ("" = fresh start).
-// The run directory follows dice/util/run_dir.h: writable, locked by rank 0 for the whole run, and
-// its fingerprint.json (the starting model's identity) must match on resume.
-std::string plan_run_dir(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml,
-                         const ModelSource& model, const dist::World& world, run_dir::DirLock& lock) {
-  std::string verdict;  // "ok:<ckpt>" or "error:<sentence>"
-  if (world.is_root()) {
-    try {
-      run_dir::ensure_writable_dir(cfg.out, "the run directory (out)");
-      lock = run_dir::lock_dir(cfg.out, "the run directory " + cfg.out);
-      const run_dir::Fingerprint fp = {{"model", model_identity(model)},
-                                       {"about.model", stdfs::absolute(model.dir).lexically_normal().string()}};
-      if (auto then = run_dir::read_fingerprint(cfg.out); then && ckpt::find_latest_complete(cfg.out, false)) {
-        const std::string diff = run_dir::describe_differences(*then, fp);
-        DICE_REQUIRE(diff.empty(), "The run directory ", cfg.out, " was started from another model: ", diff,
-                     ". Resuming would mix two experiments; start from the recorded model or pick another --out.");
-      }
-      const std::string recorded = cfg.out + "/config.yaml";
-      std::string ckpt_dir;
-      if (resume == "auto") ckpt_dir = ckpt::find_latest_complete(cfg.out).value_or("");
-      else if (resume != "never") {
-        DICE_REQUIRE(ckpt::check_checkpoint(resume).empty(), "--resume ", resume, " is not a complete checkpoint: ",
-                     ckpt::check_checkpoint(resume)[0]);
-        ckpt_dir = resume;
-      }
-      if (resume == "never" && ckpt::find_latest_complete(cfg.out, false))
-        throw Error(str("The run directory ", cfg.out, " already holds checkpoints; continue it with --resume auto ",
-                        "or pick another --out."));
-      if (fs::exists(recorded)) {
-        std::vector<std::string> bad;
-        for (const auto& k : config_differences(fs::read_file(recorded), yaml))
-          if (key_affects_results(k)) bad.push_back(k);
-        if (!bad.empty()) {
-          std::string keys;
-          for (size_t i = 0; i < bad.size() && i < 12; ++i) keys += (i ? ", " : "") + bad[i];
-          throw Error(str("The run directory ", cfg.out, " was recorded with a different config (", keys,
-                          bad.size() > 12 ? ", ..." : "", "): resuming would mix two experiments. Use the recorded ",
-                          "config (", recorded, ") or a new --out."));
-        }
-      }
-      run_dir::write_fingerprint(cfg.out, fp);
-      verdict = "ok:" + ckpt_dir;
-    } catch (const Error& e) {
-      verdict = std::string("error:") + e.what();
-    }
-  }
-  verdict = world.broadcast(verdict);
-  if (verdict.rfind("error:", 0) == 0) throw Error(verdict.substr(6));
-  return verdict.substr(3);
-}
 
 // ---- per-step helpers ----
 
@@ -336,7 +276,7 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
                  " (it is ", cfg.sampler.max_len, ").");
   }
   device_ = pick_device(cfg.device, &world, "device");
-  resume_from_ = plan_run_dir(cfg, resume, yaml, model_src_, world, lock_);
+  resume_from_ = plan_run_dir(cfg.out, resume, yaml, model_src_, world, lock_, key_affects_results);
   actor_dtype_ = default_dtype(device_);
   const std::string weights_src = resume_from_.empty() ? model_dir_ : resume_from_;
   const auto start_weights = resume_from_.empty() ? load_weights(model_src_) : ckpt::load_model(resume_from_);

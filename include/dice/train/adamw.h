@@ -51,5 +51,7 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
 // The same over one flat gradient buffer (all parameters' gradients as views of it), summed on
 // the device in fp64 pieces of `piece` elements: one host sync instead of one per parameter.
 double clip_grad_norm_flat(torch::Tensor& flat, double max_norm, int64_t piece = 1 << 26);
+// Makes every parameter's gradient a view of `flat` (numel = their sum; zeroed by the caller).
+void attach_grads(const std::vector<torch::Tensor>& params, torch::Tensor& flat);
 
 }  // namespace dice::train

@@ -33,6 +33,9 @@ void load_into(model::Transformer& m, const model::NamedTensors& w, const std::s
 model::Transformer load_policy(const ModelSource& src, torch::Dtype dtype, torch::Device device);
 // The dtype used when none is asked for: bf16 on CUDA, fp32 on the CPU.
 torch::Dtype default_dtype(torch::Device device);
+// A learner's forward/backward dtype from its config value: float32 | bfloat16 | auto (bf16 on
+// CUDA, else the master weights' dtype).
+torch::Dtype compute_dtype_for(const std::string& name, torch::Device device, torch::Dtype master);
 // want: auto | cpu | cuda | cuda:N. With a world, cuda/auto pick this rank's local GPU.
 torch::Device pick_device(const std::string& want, const dist::World* world, const std::string& flag);
 

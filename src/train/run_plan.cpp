@@ -1,0 +1,71 @@
+// The run directory of a training run (see run_plan.h).
+#include "dice/train/run_plan.h"
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "dice/ckpt/checkpoint.h"
+#include "dice/train/rl_config.h"
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+
+namespace dice::train {
+
+std::string plan_run_dir(const std::string& out, const std::string& resume, const std::string& yaml,
+                         const ModelSource& model, const dist::World& world, run_dir::DirLock& lock,
+                         bool (*affects_results)(const std::string&)) {
+  std::string verdict;  // "ok:<ckpt>" or "error:<sentence>"
+  if (world.is_root()) {
+    try {
+      run_dir::ensure_writable_dir(out, "the run directory (out)");
+      lock = run_dir::lock_dir(out, "the run directory " + out);
+      const run_dir::Fingerprint fp = {{"model", model_identity(model)},
+                                       {"about.model", std::filesystem::absolute(model.dir).lexically_normal().string()}};
+      if (auto then = run_dir::read_fingerprint(out); then && ckpt::find_latest_complete(out, false)) {
+        const std::string diff = run_dir::describe_differences(*then, fp);
+        DICE_REQUIRE(diff.empty(), "The run directory ", out, " was started from another model: ", diff,
+                     ". Resuming would mix two experiments; start from the recorded model or pick another --out.");
+      }
+      const std::string recorded = out + "/config.yaml";
+      std::string ckpt_dir;
+      if (resume == "auto") ckpt_dir = ckpt::find_latest_complete(out).value_or("");
+      else if (resume != "never") {
+        DICE_REQUIRE(ckpt::check_checkpoint(resume).empty(), "--resume ", resume, " is not a complete checkpoint: ",
+                     ckpt::check_checkpoint(resume)[0]);
+        ckpt_dir = resume;
+      }
+      if (resume == "never" && ckpt::find_latest_complete(out, false))
+        throw Error(str("The run directory ", out, " already holds checkpoints; continue it with --resume auto ",
+                        "or pick another --out."));
+      if (fs::exists(recorded)) {
+        std::vector<std::string> bad;
+        for (const auto& k : config_differences(fs::read_file(recorded), yaml))
+          if (affects_results(k)) bad.push_back(k);
+        if (!bad.empty()) {
+          std::string keys;
+          for (size_t i = 0; i < bad.size() && i < 12; ++i) keys += (i ? ", " : "") + bad[i];
+          throw Error(str("The run directory ", out, " was recorded with a different config (", keys,
+                          bad.size() > 12 ? ", ..." : "", "): resuming would mix two experiments. Use the recorded ",
+                          "config (", recorded, ") or a new --out."));
+        }
+      }
+      run_dir::write_fingerprint(out, fp);
+      verdict = "ok:" + ckpt_dir;
+    } catch (const Error& e) {
+      verdict = std::string("error:") + e.what();
+    }
+  }
+  verdict = world.broadcast(verdict);
+  if (verdict.rfind("error:", 0) == 0) throw Error(verdict.substr(6));
+  return verdict.substr(3);
+}
+
+void append_line(const std::string& path, const std::string& line) {
+  std::ofstream f(path, std::ios::app);
+  f << line << "\n";
+  f.flush();
+  DICE_REQUIRE(f.good(), "Could not append to ", path, ".");
+}
+
+}  // namespace dice::train

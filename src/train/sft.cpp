@@ -1,0 +1,571 @@
+// `dice sft`: data, noise, the block-diffusion loss and the data-parallel loop (see sft.h).
+#include "dice/train/sft.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+
+#include "dice/ckpt/checkpoint.h"
+#include "dice/dist/comm.h"
+#include "dice/judge/task.h"
+#include "dice/model/config.h"
+#include "dice/model/masks.h"
+#include "dice/text/chat.h"
+#include "dice/text/prompt.h"
+#include "dice/train/adamw.h"
+#include "dice/train/eval_runner.h"
+#include "dice/train/model_source.h"
+#include "dice/train/rl_config.h"
+#include "dice/train/run_plan.h"
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+#include "dice/util/log.h"
+#include "dice/util/timer.h"
+
+namespace dice::train {
+using nlohmann::json;
+
+// ---- config ----
+
+void SftOptimConfig::validate() const {
+  DICE_REQUIRE(lr > 0, "optim.lr must be positive, got ", lr, ".");
+  DICE_REQUIRE(warmup_ratio >= 0 && warmup_ratio < 1, "optim.warmup_ratio must be in [0, 1), got ", warmup_ratio, ".");
+  DICE_REQUIRE(examples_per_step > 0, "optim.examples_per_step must be positive, got ", examples_per_step, ".");
+  DICE_REQUIRE(micro_batch_tokens > 0, "optim.micro_batch_tokens must be positive, got ", micro_batch_tokens, ".");
+  DICE_REQUIRE(pack_tokens >= 0, "optim.pack_tokens must be >= 0 (0: data.max_tokens), got ", pack_tokens, ".");
+}
+
+void SftRunConfig::validate() const {
+  DICE_REQUIRE(!model.empty(), "model is not set: give an HF folder or checkpoint (model: ... or --model).");
+  DICE_REQUIRE(!data.path.empty(), "data.path is not set: give the SFT examples (JSON / JSONL, or a task JSONL).");
+  DICE_REQUIRE(data.max_tokens > 0, "data.max_tokens must be positive, got ", data.max_tokens, ".");
+  DICE_REQUIRE(epochs > 0, "epochs must be positive, got ", epochs, ".");
+  DICE_REQUIRE(max_steps >= 0, "max_steps must be >= 0 (0: every epoch), got ", max_steps, ".");
+  DICE_REQUIRE(noise_eps > 0 && noise_eps < 1, "noise_eps must be in (0, 1), got ", noise_eps, ".");
+  DICE_REQUIRE(ckpt_every > 0, "ckpt_every must be positive, got ", ckpt_every, ".");
+  DICE_REQUIRE(keep_last >= 0, "keep_last must be >= 0, got ", keep_last, ".");
+  optim.validate();
+}
+
+bool sft_key_affects_results(const std::string& k) {
+  static const std::vector<std::string> neutral = {"out", "max_steps", "ckpt_every", "keep_last", "timeout_s"};
+  return std::find(neutral.begin(), neutral.end(), k) == neutral.end();
+}
+
+// ---- data ----
+
+namespace {
+
+std::string resolve_in_project(const std::string& path) {
+  if (!path.empty() && path[0] != '/' && !fs::exists(path) && fs::exists(project_root() + "/" + path))
+    return project_root() + "/" + path;
+  return path;
+}
+
+std::string string_field(const json& rec, const char* key, const std::string& where, bool required) {
+  if (!rec.contains(key)) {
+    DICE_REQUIRE(!required, where, ": the record has no '", key, "' field.");
+    return "";
+  }
+  DICE_REQUIRE(rec[key].is_string(), where, ": '", key, "' must be a string, it is ", rec[key].type_name(), ".");
+  return rec[key].get<std::string>();
+}
+
+SftText pair_of(const json& rec, const std::string& where) {
+  DICE_REQUIRE(rec.is_object(), where, ": each record must be a JSON object, this one is ", rec.type_name(), ".");
+  SftText t;
+  if (rec.contains("prompt") || rec.contains("response")) {
+    t.prompt = string_field(rec, "prompt", where, true);
+    t.response = string_field(rec, "response", where, true);
+  } else if (rec.contains("instruction") || rec.contains("output")) {
+    t.prompt = string_field(rec, "instruction", where, true);
+    const std::string input = string_field(rec, "input", where, false);
+    if (!input.empty()) t.prompt += "\n\n" + input;
+    t.response = string_field(rec, "output", where, true);
+  } else {
+    throw Error(str(where, ": a record needs {prompt, response} or alpaca's {instruction, input, output}."));
+  }
+  DICE_REQUIRE(!t.response.empty(), where, ": the response is empty.");
+  return t;
+}
+
+std::vector<SftText> read_pairs(const std::string& path) {
+  const std::string text = fs::read_file(path);
+  std::vector<SftText> out;
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {  // one JSON array
+    json arr;
+    try {
+      arr = json::parse(text);
+    } catch (const json::exception& e) {
+      throw Error(str(path, " is not valid JSON: ", e.what()));
+    }
+    for (size_t i = 0; i < arr.size(); ++i) out.push_back(pair_of(arr[i], str(path, ": record ", i + 1)));
+    return out;
+  }
+  fs::for_each_line(path, [&](int line, const std::string& l) {
+    if (l.find_first_not_of(" \t\r") == std::string::npos) return;
+    json rec;
+    try {
+      rec = json::parse(l);
+    } catch (const json::exception& e) {
+      throw Error(str(path, ":", line, ": not a JSON object: ", e.what()));
+    }
+    out.push_back(pair_of(rec, str(path, ":", line)));
+  });
+  return out;
+}
+
+std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::string& path) {
+  const auto tasks = judge::load_tasks(path);
+  std::map<std::string, std::string> templates;
+  std::vector<SftText> out;
+  std::vector<std::string> missing;
+  for (const auto& t : tasks) {
+    if (t.solution.empty()) {
+      missing.push_back(t.id);
+      continue;
+    }
+    const auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
+    const std::string tpl = cfg.prompt_template.empty()
+                                ? project_root() + "/" + text::default_prompt_template(text::PromptKind::kEndToEnd, dev)
+                                : resolve_in_project(cfg.prompt_template);
+    auto it = templates.find(tpl);
+    if (it == templates.end()) it = templates.emplace(tpl, text::load_prompt_template(tpl)).first;
+    std::string sol = t.solution;
+    if (sol.back() != '\n') sol += '\n';
+    out.push_back({text::end_to_end_prompt(it->second, t.reference), "```python\n" + sol + "```"});
+  }
+  DICE_REQUIRE(missing.empty(), path, ": ", missing.size(), " of ", tasks.size(),
+               " tasks have no solution to train on, e.g. '", missing[0], "'. Give tasks with solutions, or pairs.");
+  return out;
+}
+
+}  // namespace
+
+std::vector<SftText> read_sft_texts(const SftDataConfig& cfg) {
+  const std::string path = resolve_in_project(cfg.path);
+  DICE_REQUIRE(fs::exists(path), "data.path ", cfg.path, " does not exist.");
+  std::string format = cfg.format;
+  if (format == "auto") {  // tasks when the first record is a task (has `reference`)
+    format = "pairs";
+    std::optional<std::string> first;
+    fs::for_each_line(path, [&](int, const std::string& l) {
+      if (!first && l.find_first_not_of(" \t\r") != std::string::npos) first = l;
+    });
+    try {
+      if (first) {
+        const auto j = json::parse(*first);
+        if (j.is_object() && j.contains("reference")) format = "tasks";
+      }
+    } catch (const json::exception&) {  // a JSON array, or malformed: read_pairs says which
+    }
+  }
+  auto out = format == "tasks" ? read_task_solutions(cfg, path) : read_pairs(path);
+  DICE_REQUIRE(!out.empty(), "data.path ", cfg.path, " holds no examples.");
+  return out;
+}
+
+SftExample encode_sft_example(const SftText& t, const text::Tokenizer& tok, int64_t block_size, bool think_prefix) {
+  SftExample ex;
+  auto p = tok.encode(text::chat_prompt(t.prompt));
+  ex.ids.assign(p.begin(), p.end());
+  ex.prompt_len = ex.size();
+  auto r = tok.encode((think_prefix ? "<think>\n\n</think>\n\n" : "") + t.response, /*allow_special=*/false);
+  ex.ids.insert(ex.ids.end(), r.begin(), r.end());
+  ex.ids.push_back(tok.im_end_id());
+  while (ex.size() % block_size != 0) ex.ids.push_back(tok.endoftext_id());
+  return ex;
+}
+
+std::vector<std::vector<int64_t>> pack_rows(const std::vector<int64_t>& lengths, int64_t row_tokens) {
+  std::vector<std::vector<int64_t>> rows;
+  int64_t used = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    DICE_CHECK(lengths[i] <= row_tokens, "example of ", lengths[i], " tokens does not fit a row of ", row_tokens);
+    if (rows.empty() || used + lengths[i] > row_tokens) {
+      rows.emplace_back();
+      used = 0;
+    }
+    rows.back().push_back(static_cast<int64_t>(i));
+    used += lengths[i];
+  }
+  return rows;
+}
+
+namespace {
+// splitmix64: independent, well-mixed streams from (seed, a, b).
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+uint64_t stream_seed(uint64_t seed, uint64_t tag, int64_t a, int64_t b) {
+  return mix(mix(mix(seed ^ tag) + static_cast<uint64_t>(a)) + static_cast<uint64_t>(b));
+}
+// Uniform double in [0, 1) from 53 bits (the same on every platform, unlike std distributions).
+double uniform01(std::mt19937_64& g) { return static_cast<double>(g() >> 11) * 0x1.0p-53; }
+}  // namespace
+
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::mt19937_64 g(stream_seed(seed, 0x5f7, epoch, 0));
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates with our own bounded draw
+    const auto j = static_cast<int64_t>(uniform01(g) * static_cast<double>(i + 1));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(std::min(j, i))]);
+  }
+  return order;
+}
+
+SftNoise sft_noise(int64_t response_len, double eps, uint64_t seed, int64_t epoch, int64_t example) {
+  SftNoise n;
+  std::mt19937_64 g(stream_seed(seed, 0x401e, epoch, example));
+  n.p = (1 - eps) * uniform01(g) + eps;
+  n.masked.assign(static_cast<size_t>(response_len), 0);
+  if (response_len == 0) return n;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    int64_t count = 0;
+    for (auto& m : n.masked) count += (m = uniform01(g) < n.p ? 1 : 0);
+    if (count > 0) return n;
+  }
+  n.masked[static_cast<size_t>(std::min<int64_t>(response_len - 1, static_cast<int64_t>(uniform01(g) * response_len)))] = 1;
+  return n;
+}
+
+SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
+                        const std::vector<std::vector<const SftNoise*>>& noise, int64_t block_size, int64_t pad_id,
+                        int64_t mask_id, torch::Device device) {
+  SftBatch b;
+  b.rows = static_cast<int64_t>(rows.size());
+  for (const auto& r : rows) {
+    int64_t n = 0;
+    for (const auto* e : r) n += e->size();
+    b.row_tokens = std::max(b.row_tokens, n);
+  }
+  const int64_t B = b.rows, n = b.row_tokens, T = 2 * n;
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  auto ids = torch::full({B, T}, pad_id, i64), pos = torch::zeros({B, T}, i64), seg = torch::full({B, n}, -1, i64);
+  auto ia = ids.accessor<int64_t, 2>(), pa = pos.accessor<int64_t, 2>(), sa = seg.accessor<int64_t, 2>();
+  std::vector<int64_t> at, tgt;
+  std::vector<double> w;
+  for (int64_t r = 0; r < B; ++r) {
+    int64_t off = 0;
+    for (size_t e = 0; e < rows[r].size(); ++e) {
+      const SftExample& ex = *rows[r][e];
+      const SftNoise& nz = *noise[r][e];
+      for (int64_t j = 0; j < ex.size(); ++j) {
+        const int64_t t = off + j, id = ex.ids[static_cast<size_t>(j)];
+        const bool masked = j >= ex.prompt_len && nz.masked[static_cast<size_t>(j - ex.prompt_len)];
+        ia[r][t] = masked ? mask_id : id;  // noisy copy
+        ia[r][n + t] = id;                 // clean copy
+        pa[r][t] = pa[r][n + t] = j;
+        sa[r][t] = static_cast<int64_t>(e);
+        if (masked) {
+          at.push_back(r * T + t);
+          tgt.push_back(id);
+          w.push_back(1.0 / nz.p);
+        }
+      }
+      off += ex.size();
+    }
+  }
+  b.mask = model::sft_mask(seg, pos.narrow(1, 0, n), block_size).to(device);
+  b.ids = ids.to(device);
+  b.positions = pos.to(device);
+  b.target_at = torch::tensor(at, i64).to(device);
+  b.targets = torch::tensor(tgt, i64).to(device);
+  b.weights = torch::tensor(w, torch::TensorOptions().dtype(torch::kFloat64)).to(device);
+  return b;
+}
+
+SftLoss sft_loss(model::Transformer& m, const SftBatch& b) {
+  model::ForwardArgs fa;
+  fa.ids = b.ids;
+  fa.positions = b.positions;
+  fa.mask = b.mask;
+  fa.logits_at = b.target_at;
+  auto logits = m->forward(fa).to(torch::kFloat32);  // [N, vocab]
+  auto ce = torch::nn::functional::cross_entropy(
+      logits, b.targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  SftLoss out;
+  out.weighted_sum = (ce.to(torch::kFloat64) * b.weights).sum();
+  out.ce_sum = ce.detach().to(torch::kFloat64).sum().item<double>();
+  return out;
+}
+
+// ---- the run ----
+
+namespace {
+
+// One `dice sft` invocation on this rank.
+class SftRun {
+ public:
+  SftRun(const SftRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world);
+  SftResult run();
+
+ private:
+  json step(int64_t step);
+  std::string checkpoint(int64_t step);
+
+  const SftRunConfig& cfg_;
+  const std::string yaml_;
+  const dist::World& world_;
+  ModelSource src_;
+  run_dir::DirLock lock_;
+  torch::Device device_{torch::kCPU};
+  std::optional<model::Transformer> master_, compute_;
+  std::vector<torch::Tensor> master_params_, compute_params_;
+  torch::Tensor grad_flat_, compute_grad_flat_;
+  std::unique_ptr<AdamW> adam_;
+  std::unique_ptr<dist::Comm> comm_;
+  std::vector<SftExample> examples_;
+  int64_t dropped_ = 0, steps_per_epoch_ = 0, total_steps_ = 0, warmup_ = 0, start_step_ = 0;
+  int64_t block_ = 4, pad_id_ = 0, mask_id_ = 0, pack_ = 0;
+  std::string resume_from_, metrics_path_;
+  SftResult result_;
+};
+
+SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world)
+    : cfg_(cfg), yaml_(yaml), world_(world) {
+  cfg.validate();
+  // ---- everything a user can get wrong is refused here, before any work ----
+  src_ = resolve_model(cfg.model, "model");
+  const auto mcfg = model::ModelConfig::from_hf_dir(src_.dir);
+  const auto tok = text::Tokenizer::from_dir(src_.dir);
+  text::check_compatible(tok, mcfg.vocab_size, mcfg.mask_token_id);
+  block_ = mcfg.block_size;
+  mask_id_ = mcfg.mask_token_id;
+  pad_id_ = tok.endoftext_id();
+  pack_ = cfg.optim.pack_tokens > 0 ? cfg.optim.pack_tokens : cfg.data.max_tokens;
+  DICE_REQUIRE(pack_ >= cfg.data.max_tokens, "optim.pack_tokens ", pack_, " is shorter than data.max_tokens ",
+               cfg.data.max_tokens, ": the longest kept example would not fit a row.");
+  const int64_t cap = std::min(cfg.data.max_tokens, mcfg.max_position_embeddings);
+  for (const auto& t : read_sft_texts(cfg.data)) {
+    auto ex = encode_sft_example(t, tok, block_, cfg.data.think_prefix);
+    if (ex.size() > cap) {
+      ++dropped_;
+      continue;
+    }
+    examples_.push_back(std::move(ex));
+  }
+  DICE_REQUIRE(!examples_.empty(), "every one of the ", dropped_, " examples in ", cfg.data.path, " is longer than ",
+               cap, " tokens (data.max_tokens ", cfg.data.max_tokens, ", the model's max_position_embeddings ",
+               mcfg.max_position_embeddings, "); raise data.max_tokens or shorten the examples.");
+  const auto n = static_cast<int64_t>(examples_.size());
+  steps_per_epoch_ = (n + cfg.optim.examples_per_step - 1) / cfg.optim.examples_per_step;
+  total_steps_ = steps_per_epoch_ * cfg.epochs;
+  warmup_ = static_cast<int64_t>(std::ceil(cfg.optim.warmup_ratio * static_cast<double>(total_steps_)));
+  device_ = pick_device(cfg.device, &world, "device");
+  resume_from_ = plan_run_dir(cfg.out, resume, yaml, src_, world, lock_, sft_key_affects_results);
+
+  // ---- the model: fp32 master weights, a compute-dtype copy when that differs ----
+  master_.emplace(mcfg, torch::kFloat32, device_);
+  if (resume_from_.empty()) {
+    load_into(*master_, load_weights(src_), src_.dir);
+  } else {
+    load_into(*master_, ckpt::load_model(resume_from_), resume_from_);
+    const auto st = ckpt::load_state(resume_from_);
+    DICE_REQUIRE(st.stage == "sft", "--resume ", resume_from_, " is a checkpoint of stage '", st.stage,
+                 "', not of an SFT run; start SFT from it with --model instead.");
+    start_step_ = st.step;
+  }
+  AdamW::Named named;
+  int64_t total = 0;
+  for (auto& p : (*master_)->named_parameters()) {
+    named.emplace_back(p.key(), p.value());
+    master_params_.push_back(p.value());
+    total += p.value().numel();
+  }
+  grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  attach_grads(master_params_, grad_flat_);
+  const auto cdt = compute_dtype_for(cfg.optim.compute_dtype, device_, torch::kFloat32);
+  if (cdt != torch::kFloat32) {
+    compute_.emplace(mcfg, cdt, device_);
+    for (auto& p : (*compute_)->named_parameters()) compute_params_.push_back(p.value());
+    compute_grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(cdt).device(device_));
+    attach_grads(compute_params_, compute_grad_flat_);
+  }
+  adam_ = std::make_unique<AdamW>(std::move(named),
+                                  AdamWOptions{cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay});
+  if (!resume_from_.empty()) adam_->load(ckpt::load_optim(resume_from_, 0));
+  comm_ = dist::make_comm(world.role_comm(), device_, {"learners", "learner", cfg.timeout_s});
+
+  metrics_path_ = cfg.out + "/metrics.jsonl";
+  if (world.is_root()) {
+    std::filesystem::create_directories(cfg.out);
+    fs::write_file_atomic(cfg.out + "/config.yaml", yaml);
+    // Records of steps after the checkpoint (a run cut between checkpoints) are run again.
+    if (fs::exists(metrics_path_)) {
+      std::string kept;
+      fs::for_each_line(metrics_path_, [&](int, const std::string& line) {
+        if (json::parse(line).value("step", int64_t{0}) <= start_step_) kept += line + "\n";
+      });
+      fs::write_file_atomic(metrics_path_, kept);
+    }
+    std::printf("sft: %d rank(s) on %s; %lld examples (%lld dropped as longer than %lld tokens), %lld steps of %lld "
+                "examples (%lld epochs); %s\n",
+                world.size(), device_.str().c_str(), static_cast<long long>(n), static_cast<long long>(dropped_),
+                static_cast<long long>(cap), static_cast<long long>(total_steps_),
+                static_cast<long long>(cfg.optim.examples_per_step), static_cast<long long>(cfg.epochs),
+                resume_from_.empty() ? "fresh start" : ("resuming from " + resume_from_).c_str());
+    std::fflush(stdout);
+  }
+  world.barrier();
+}
+
+SftResult SftRun::run() {
+  const int64_t last = cfg_.max_steps > 0 ? std::min(cfg_.max_steps, total_steps_) : total_steps_;
+  result_.first_step = start_step_ + 1;
+  result_.total_steps = total_steps_;
+  for (int64_t s = start_step_ + 1; s <= last; ++s) {
+    json rec = step(s);
+    std::string saved;
+    if (s % cfg_.ckpt_every == 0 || s == last) saved = checkpoint(s);
+    result_.last_step = s;
+    if (!saved.empty()) result_.last_checkpoint = saved;
+    if (!world_.is_root()) continue;
+    if (!saved.empty()) rec["checkpoint"] = saved;
+    append_line(metrics_path_, rec.dump());
+    result_.ce_masked.push_back(rec["ce_masked"].get<double>());
+    std::printf("step %lld/%lld [epoch %lld] loss %.4f ce_masked %.4f masked %lld/%lld lr %.3g gnorm %.3g | %.0f tok/s "
+                "%.2fs%s\n",
+                static_cast<long long>(s), static_cast<long long>(total_steps_), static_cast<long long>(rec["epoch"]),
+                rec["loss"].get<double>(), rec["ce_masked"].get<double>(), static_cast<long long>(rec["masked_tokens"]),
+                static_cast<long long>(rec["label_tokens"]), rec["lr"].get<double>(), rec["grad_norm"].get<double>(),
+                rec["tokens_per_s"].get<double>(), rec["time_step_s"].get<double>(),
+                saved.empty() ? "" : (" | saved " + saved).c_str());
+    std::fflush(stdout);
+  }
+  world_.barrier();
+  return result_;
+}
+
+json SftRun::step(int64_t s) {
+  Timer t_step;
+  const int64_t epoch = (s - 1) / steps_per_epoch_, k = (s - 1) % steps_per_epoch_;
+  const auto order = epoch_order(static_cast<int64_t>(examples_.size()), cfg_.seed, epoch);
+  const int64_t E = cfg_.optim.examples_per_step;
+  const int64_t begin = k * E, end = std::min<int64_t>(begin + E, static_cast<int64_t>(order.size()));
+  // Every rank knows every example: the normaliser needs no message.
+  double label_tokens = 0;
+  std::vector<int64_t> mine;
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t ex = order[static_cast<size_t>(i)];
+    label_tokens += static_cast<double>(examples_[ex].size() - examples_[ex].prompt_len);
+    if ((i - begin) % world_.size() == world_.rank()) mine.push_back(ex);
+  }
+  std::vector<SftNoise> noise;
+  std::vector<int64_t> lengths;
+  for (int64_t ex : mine) {
+    noise.push_back(sft_noise(examples_[ex].size() - examples_[ex].prompt_len, cfg_.noise_eps, cfg_.seed, epoch, ex));
+    lengths.push_back(examples_[ex].size());
+  }
+  const auto rows = pack_rows(lengths, pack_);
+
+  grad_flat_.zero_();
+  if (compute_) {  // the compute copy follows the master (changed by the last update or a load)
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < master_params_.size(); ++i) compute_params_[i].copy_(master_params_[i]);
+    compute_grad_flat_.zero_();
+  }
+  auto& cm = compute_ ? *compute_ : *master_;
+  double loss = 0, ce = 0, masked = 0, row_tokens = 0;
+  size_t r = 0;
+  while (r < rows.size()) {  // micro-batches: rows while their padded size fits micro_batch_tokens
+    std::vector<std::vector<const SftExample*>> mb;
+    std::vector<std::vector<const SftNoise*>> mn;
+    int64_t longest = 0;
+    while (r < rows.size()) {
+      int64_t len = 0;
+      for (int64_t j : rows[r]) len += lengths[static_cast<size_t>(j)];
+      const int64_t longer = std::max(longest, len);
+      if (!mb.empty() && longer * static_cast<int64_t>(mb.size() + 1) > cfg_.optim.micro_batch_tokens) break;
+      longest = longer;
+      mb.emplace_back();
+      mn.emplace_back();
+      for (int64_t j : rows[r]) {
+        mb.back().push_back(&examples_[static_cast<size_t>(mine[static_cast<size_t>(j)])]);
+        mn.back().push_back(&noise[static_cast<size_t>(j)]);
+      }
+      ++r;
+    }
+    const auto batch = make_sft_batch(mb, mn, block_, pad_id_, mask_id_, device_);
+    auto l = sft_loss(cm, batch);
+    auto scaled = l.weighted_sum / label_tokens;
+    scaled.backward();
+    if (compute_) {
+      torch::NoGradGuard ng;
+      grad_flat_.add_(compute_grad_flat_);
+      compute_grad_flat_.zero_();
+    }
+    loss += scaled.item<double>();
+    ce += l.ce_sum;
+    masked += static_cast<double>(batch.targets.size(0));
+    row_tokens += static_cast<double>(2 * batch.rows * batch.row_tokens);
+  }
+  if (comm_->size() > 1) comm_->all_reduce(grad_flat_);
+  const double gnorm = clip_grad_norm_flat(grad_flat_, cfg_.optim.grad_clip);
+  const double lr = warmup_ > 0 && s <= warmup_ ? cfg_.optim.lr * static_cast<double>(s) / static_cast<double>(warmup_)
+                                                : cfg_.optim.lr;
+  adam_->step(lr);
+  if (device_.is_cuda()) torch::cuda::synchronize();
+  auto sums = torch::tensor({loss, ce, masked, row_tokens}, torch::kFloat64).to(comm_->device());
+  comm_->all_reduce(sums);
+  sums = sums.cpu();
+  const double* v = sums.data_ptr<double>();
+  const double secs = t_step.elapsed_s();
+  return json{{"step", s},
+              {"epoch", epoch + 1},
+              {"examples", end - begin},
+              {"loss", v[0]},
+              {"ce_masked", v[2] > 0 ? v[1] / v[2] : 0.0},
+              {"masked_tokens", static_cast<int64_t>(v[2])},
+              {"label_tokens", static_cast<int64_t>(label_tokens)},
+              {"row_tokens", static_cast<int64_t>(v[3])},
+              {"lr", lr},
+              {"grad_norm", gnorm},
+              {"time_step_s", secs},
+              {"tokens_per_s", v[3] / std::max(secs, 1e-9)}};
+}
+
+std::string SftRun::checkpoint(int64_t s) {
+  ckpt::TrainState ts;
+  ts.step = s;
+  ts.stage = "sft";
+  ts.cursor = s;
+  ts.config_yaml = yaml_;
+  ckpt::SaveOptions so;
+  so.rank = 0;
+  so.leader = world_.is_root();
+  so.keep_last = cfg_.keep_last;
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                        "added_tokens.json", "special_tokens_map.json"})
+    so.copy_files.push_back(src_.dir + "/" + f);
+  dist::Comm* c = comm_.get();
+  so.barrier = [c] { c->barrier(); };
+  // Every rank holds the same optimizer state (no ZeRO here): rank 0 writes it. No RNG state: the
+  // data order and the noise are functions of (seed, epoch, example).
+  auto sd = so.leader ? (*master_)->state_dict(torch::kFloat32) : model::NamedTensors{};
+  auto os = adam_->state();
+  return ckpt::save_checkpoint(cfg_.out, s, sd, so.leader ? &os : nullptr, ts, so);
+}
+
+}  // namespace
+
+SftResult run_sft(const SftRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world) {
+  SftRun r(cfg, resume, yaml, world);
+  return r.run();
+}
+
+}  // namespace dice::train
