@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# `dice sft` end to end on the CPU with real MPI ranks and a tiny random model (Qwen3 vocabulary,
+# the real tokenizer).
+#
+#   sft_cli_test.sh DICE SOURCE_DIR SCENARIO
+#
+# Scenarios (one CTest each):
+#   learn   the built-in CPU tasks' solutions (format tasks), -np 2: the mean CE over masked tokens
+#           of the last two steps is below 0.8 x step 1's (the masked tokens differ each step, so
+#           the figure is noisy; measured 2026-12-01: 11.9 -> 8.2 over 6 steps at lr 0.01).
+#   ranks   -np 1 and -np 2 on the same data: every step's loss, CE and gradient norm agree to 1e-5
+#           (the update does not depend on how examples are spread over ranks).
+#   resume  a run cut after step 2 (--steps 2) and continued with --resume auto equals an
+#           uninterrupted 4-step run bit for bit (loss, CE, gradient norm, lr of every step).
+#   refuse  bad setups are refused before any work, each with a sentence.
+set -euo pipefail
+dice=${1:?usage: sft_cli_test.sh DICE SOURCE_DIR SCENARIO}
+src=$(cd "${2:?}" && pwd)
+scenario=${3:?}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+work=$(mktemp -d /tmp/dice_sft_test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+py=${DICE_PYTHON:-python3}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/model" --seed 1 > /dev/null
+# Short pairs: 12 examples of a few dozen tokens.
+"$py" - "$work/pairs.jsonl" <<'EOF'
+import json, sys
+ops = ["relu", "sigmoid", "tanh", "add", "mul", "sub", "exp", "log", "abs", "neg", "sqrt", "square"]
+with open(sys.argv[1], "w") as f:
+    for i, op in enumerate(ops):
+        body = f"torch::Tensor {op}_forward(torch::Tensor x) {{ return x.{op}(); }}"
+        f.write(json.dumps({"prompt": f"Write ModelNew computing {op} of x.",
+                            "response": f"```python\ncpp = '{body}'\n```"}) + "\n")
+EOF
+
+run() {  # run NP OUT [dice sft args...]
+  local np=$1 out=$2
+  shift 2
+  mpirun -np "$np" --oversubscribe "$dice" sft -c "$src/configs/sft/quickstart.yaml" --model "$work/model" --out "$out" "$@"
+}
+pairs=(--data "$work/pairs.jsonl" --set data.format=pairs --set data.max_tokens=256 --set optim.examples_per_step=4
+       --set epochs=2 --set optim.lr=0.005)
+
+# compare A B TOLERANCE: every step's figures, relative tolerance (0 = bit for bit).
+compare() {
+  "$py" - "$1" "$2" "$3" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+tol = float(sys.argv[3])
+assert [r["step"] for r in a] == [r["step"] for r in b], ([r["step"] for r in a], [r["step"] for r in b])
+for x, y in zip(a, b):
+    for k in ("loss", "ce_masked", "grad_norm", "lr", "masked_tokens", "label_tokens"):
+        if tol == 0:
+            assert x[k] == y[k], f"step {x['step']} {k}: {x[k]!r} != {y[k]!r}"
+        else:
+            assert abs(x[k] - y[k]) <= tol * max(abs(x[k]), 1e-12), f"step {x['step']} {k}: {x[k]!r} vs {y[k]!r}"
+print(f"{len(a)} steps agree (tolerance {tol}):", [round(r["loss"], 6) for r in a])
+EOF
+}
+
+case "$scenario" in
+learn)
+  run 2 "$work/learn" --set data.max_tokens=768 --steps 6 | tee "$work/learn.log"
+  grep -q "^step 6/" "$work/learn.log" || fail "the run did not reach step 6"
+  "$py" - "$work/learn/metrics.jsonl" <<'EOF'
+import json, sys
+r = [json.loads(l)["ce_masked"] for l in open(sys.argv[1])]
+last = (r[-2] + r[-1]) / 2
+print("ce_masked per step:", " ".join(f"{x:.3f}" for x in r), f"(last two / step 1 = {last / r[0]:.2f})")
+assert len(r) == 6 and last < 0.8 * r[0], "the masked-token cross-entropy did not fall"
+EOF
+  [[ -f $work/learn/step_000006/COMPLETE ]] || fail "no checkpoint after the last step"
+  # The checkpoint is a model the rest of dice reads (eval, sample, train start from it).
+  "$dice" ckpt info "$work/learn/step_000006" | grep -q "stage.*sft" || fail "the checkpoint does not record stage sft"
+  ;;
+ranks)
+  run 1 "$work/np1" "${pairs[@]}" > "$work/np1.log"
+  run 2 "$work/np2" "${pairs[@]}" | tee "$work/np2.log"
+  grep -q "^sft: 2 rank(s)" "$work/np2.log" || fail "the second run did not use 2 ranks"
+  compare "$work/np1/metrics.jsonl" "$work/np2/metrics.jsonl" 1e-5
+  ;;
+resume)
+  run 2 "$work/full" "${pairs[@]}" --steps 4 > "$work/full.log"
+  run 2 "$work/cut" "${pairs[@]}" --steps 2 > "$work/cut.log"
+  [[ -f $work/cut/step_000002/COMPLETE && ! -d $work/cut/step_000003 ]] || fail "expected exactly step_000002 after the cut"
+  run 2 "$work/cut" "${pairs[@]}" --steps 4 --resume auto | tee "$work/resume.log"
+  grep -q "resuming from $work/cut/step_000002" "$work/resume.log" || fail "the rerun did not resume from step_000002"
+  compare "$work/full/metrics.jsonl" "$work/cut/metrics.jsonl" 0
+  ;;
+refuse)
+  expect_refusal() {  # expect_refusal PATTERN NP args...
+    local pattern=$1 np=$2
+    shift 2
+    set +e
+    out=$(timeout 120 mpirun -np "$np" --oversubscribe "$dice" sft -c "$src/configs/sft/quickstart.yaml" "$@" 2>&1)
+    local rc=$?
+    set -e
+    ((rc != 0)) || fail "accepted: $*"
+    echo "$out" | grep -q -- "$pattern" || { echo "$out"; fail "no sentence matching '$pattern' for: $*"; }
+    echo "$out" | grep -q "^step " && fail "work started before the refusal: $*"
+    echo "refused ($pattern): $*"
+  }
+  m=(--model "$work/model")
+  expect_refusal "data.path /nonexistent.jsonl does not exist" 1 "${m[@]}" --out "$work/r1" --data /nonexistent.jsonl
+  printf '{"prompt": "p", "response": "r"}\n{"prompt": "p"}\n' > "$work/bad.jsonl"
+  expect_refusal "bad.jsonl:2: the record has no 'response' field" 2 "${m[@]}" --out "$work/r2" --data "$work/bad.jsonl" --set data.format=auto
+  expect_refusal "is longer than 8 tokens" 1 "${m[@]}" --out "$work/r3" "${pairs[@]}" --set data.max_tokens=8
+  expect_refusal "model is not set" 1 --out "$work/r4" --set model=
+  expect_refusal "unknown config key 'optim.learning_rate'" 1 "${m[@]}" --out "$work/r5" --set optim.learning_rate=1
+  # A resume with a config that changes results is refused, naming the key.
+  run 1 "$work/r6" "${pairs[@]}" --steps 1 > /dev/null
+  expect_refusal "recorded with a different config (optim.lr)" 1 "${m[@]}" --out "$work/r6" "${pairs[@]}" --set optim.lr=0.5
+  # A rerun into that folder from another starting model is refused.
+  "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/other" --seed 2 > /dev/null
+  expect_refusal "was started from another model" 1 --model "$work/other" --out "$work/r6" "${pairs[@]}"
+  ;;
+*) fail "unknown scenario $scenario" ;;
+esac
+echo "PASS: sft $scenario"

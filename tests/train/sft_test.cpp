@@ -1,0 +1,240 @@
+// dice sft's pieces: data reading and encoding, packing, data order, noise, and the loss against an
+// independent statement of SDAR's objective (a mask built here by the recipe's three rules, full
+// logits, CE / p summed by hand).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "dice/text/chat.h"
+#include "dice/train/sft.h"
+#include "dice/util/error.h"
+#include "dice/util/fs.h"
+
+namespace dice::train {
+namespace {
+
+const text::Tokenizer& tok() {
+  static const auto t = text::Tokenizer::from_dir(std::string(DICE_DATA_DIR) + "/qwen3");
+  return t;
+}
+
+// The tiny shape with Qwen3's vocabulary (configs/models/tiny.yaml), so the real tokenizer fits.
+model::Transformer qwen_vocab_tiny(uint64_t seed) {
+  auto cfg = model::ModelConfig::preset("tiny");
+  cfg.vocab_size = 151936;
+  cfg.mask_token_id = 151669;
+  cfg.bos_token_id = cfg.eos_token_id = 151643;
+  model::Transformer m(cfg, torch::kFloat32, torch::kCPU);
+  m->load_weights(model::init_random_weights(cfg, seed, torch::kFloat32));
+  return m;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  static const std::string dir = fs::make_temp_dir("dice_sft_test_");
+  std::ofstream(dir + "/" + name) << text;
+  return dir + "/" + name;
+}
+
+std::vector<SftText> read(const std::string& path, const std::string& format = "auto") {
+  SftDataConfig c;
+  c.path = path;
+  c.format = format;
+  return read_sft_texts(c);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SftData, ReadsPairsJsonlArraysAndAlpaca) {
+  auto a = read(write_temp("a.jsonl", "{\"prompt\": \"p1\", \"response\": \"r1\"}\n\n{\"prompt\": \"p2\", \"response\": \"r2\"}\n"));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].prompt, "p2");
+  EXPECT_EQ(a[1].response, "r2");
+  auto b = read(write_temp("b.json", "[{\"prompt\": \"p\", \"response\": \"r\"},\n {\"instruction\": \"do\", \"input\": \"x\", "
+                                     "\"output\": \"y\"}, {\"instruction\": \"only\", \"output\": \"z\"}]"));
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[1].prompt, "do\n\nx");
+  EXPECT_EQ(b[1].response, "y");
+  EXPECT_EQ(b[2].prompt, "only");
+}
+
+TEST(SftData, TasksBecomePromptAndSolutionBlock) {
+  const std::string path = std::string(DICE_SOURCE_DIR) + "/configs/tasks/builtin_cpu.jsonl";
+  auto t = read(path);  // auto: the first record has `reference`
+  ASSERT_EQ(t.size(), 34u);
+  EXPECT_EQ(t[0].response.rfind("```python\n", 0), 0u);
+  EXPECT_EQ(t[0].response.substr(t[0].response.size() - 4), "\n```");
+  EXPECT_NE(t[0].prompt.find("class Model"), std::string::npos);  // the reference is in the prompt
+  auto block = text::extract_code_block(t[0].response);
+  ASSERT_TRUE(block.has_value());
+  EXPECT_NE(block->code.find("ModelNew"), std::string::npos);
+}
+
+TEST(SftData, MalformedInputNamesTheFileAndRecord) {
+  EXPECT_NE(error_of([] { read(write_temp("c.jsonl", "{\"prompt\": \"p\", \"response\": \"r\"}\n{\"prompt\": \"p\"}\n")); })
+                .find("c.jsonl:2: the record has no 'response' field"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { read(write_temp("d.jsonl", "{\"prompt\": 3, \"response\": \"r\"}\n")); })
+                .find("'prompt' must be a string"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { read(write_temp("e.jsonl", "{\"prompt\": \"p\", \"response\": \"r\"}\nnot json\n")); })
+                .find("e.jsonl:2: not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { read(write_temp("f.json", "[{\"prompt\": \"p\", \"response\": \"r\"}")); }).find("is not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { read(write_temp("g.jsonl", "{\"text\": \"x\"}\n")); }).find("needs {prompt, response}"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { read(write_temp("h.jsonl", "\n\n")); }).find("holds no examples"), std::string::npos);
+  EXPECT_NE(error_of([] { read("/nonexistent/x.jsonl"); }).find("does not exist"), std::string::npos);
+  const std::string task = "{\"id\": \"t1\", \"level\": 1, \"difficulty\": 0, \"reference\": \"class Model: pass\"}\n";
+  EXPECT_NE(error_of([&] { read(write_temp("i.jsonl", task)); }).find("1 of 1 tasks have no solution"), std::string::npos);
+}
+
+TEST(SftData, EncodingFramesPadsAndLabels) {
+  const SftText t{"Write a kernel.", "```python\nx = 1\n```"};
+  for (bool think : {false, true}) {
+    auto ex = encode_sft_example(t, tok(), 4, think);
+    auto prompt = tok().encode(text::chat_prompt(t.prompt));
+    EXPECT_EQ(ex.prompt_len, static_cast<int64_t>(prompt.size()));
+    EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), ex.ids.begin()));
+    EXPECT_EQ(ex.size() % 4, 0);
+    std::vector<int32_t> resp(ex.ids.begin() + ex.prompt_len, ex.ids.end());
+    while (resp.back() == tok().endoftext_id()) resp.pop_back();
+    ASSERT_EQ(resp.back(), tok().im_end_id());  // the turn ends; only <|endoftext|> pads after it
+    resp.pop_back();
+    EXPECT_EQ(tok().decode(resp), (think ? "<think>\n\n</think>\n\n" : "") + t.response);
+    EXPECT_LT(static_cast<int64_t>(ex.ids.size()) - ex.prompt_len - static_cast<int64_t>(resp.size()) - 1, 4);
+  }
+  // Special tokens written in a response are text, not control tokens.
+  auto ex = encode_sft_example({"p", "a <|im_end|> b"}, tok(), 4, false);
+  int ends = 0;
+  for (auto id : ex.ids) ends += id == tok().im_end_id();
+  EXPECT_EQ(ends, 2);  // the prompt's and the response's own
+}
+
+TEST(SftPlan, PackRowsIsNextFitWithinTheBound) {
+  auto rows = pack_rows({8, 4, 4, 12, 16, 4}, 16);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(rows[1], (std::vector<int64_t>{3}));
+  EXPECT_EQ(rows[2], (std::vector<int64_t>{4}));
+  EXPECT_EQ(rows[3], (std::vector<int64_t>{5}));
+}
+
+TEST(SftPlan, EpochOrderIsASeededPermutation) {
+  auto a = epoch_order(50, 7, 0), b = epoch_order(50, 7, 0), c = epoch_order(50, 7, 1), d = epoch_order(50, 8, 0);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, d);
+  auto s = a;
+  std::sort(s.begin(), s.end());
+  std::vector<int64_t> id(50);
+  std::iota(id.begin(), id.end(), 0);
+  EXPECT_EQ(s, id);
+}
+
+TEST(SftPlan, NoiseFollowsTheMaskProbability) {
+  std::set<double> ps;
+  for (int64_t ex = 0; ex < 200; ++ex) {
+    auto n = sft_noise(7, 1e-3, 3, 0, ex);
+    EXPECT_GE(n.p, 1e-3);
+    EXPECT_LT(n.p, 1.0);
+    int64_t masked = 0;
+    for (auto m : n.masked) masked += m;
+    EXPECT_GE(masked, 1) << "example " << ex << ": nothing masked";
+    ps.insert(n.p);
+    EXPECT_EQ(n.masked, sft_noise(7, 1e-3, 3, 0, ex).masked);  // a function of (seed, epoch, example)
+  }
+  EXPECT_GT(ps.size(), 190u);
+  // On a long response the masked share is p.
+  auto n = sft_noise(40000, 1e-3, 3, 2, 11);
+  double share = 0;
+  for (auto m : n.masked) share += m;
+  share /= 40000;
+  EXPECT_NEAR(share, n.p, 0.02);
+  EXPECT_NE(sft_noise(40000, 1e-3, 3, 3, 11).p, n.p);  // another epoch, another draw
+}
+
+// SDAR's objective for one example, written out here: the doubled sequence, the mask from the three
+// rules (noisy -> noisy of the same block, noisy -> clean of earlier blocks, clean -> clean of the
+// same or earlier blocks), full logits, sum over masked noisy tokens of -log softmax / p.
+double reference_loss(model::Transformer& m, const SftExample& ex, const SftNoise& nz, int64_t W, int64_t mask_id) {
+  const int64_t n = ex.size(), T = 2 * n;
+  auto ids = torch::zeros({1, T}, torch::kInt64), pos = torch::zeros({1, T}, torch::kInt64);
+  auto mask = torch::zeros({1, 1, T, T}, torch::kBool);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool masked = i >= ex.prompt_len && nz.masked[static_cast<size_t>(i - ex.prompt_len)];
+    ids[0][i] = masked ? mask_id : ex.ids[static_cast<size_t>(i)];
+    ids[0][n + i] = ex.ids[static_cast<size_t>(i)];
+    pos[0][i] = pos[0][n + i] = i;
+  }
+  for (int64_t q = 0; q < T; ++q)
+    for (int64_t k = 0; k < T; ++k) {
+      const bool qn = q < n, kn = k < n;
+      const int64_t qb = (q % n) / W, kb = (k % n) / W;
+      const bool ok = qn ? (kn ? qb == kb : kb < qb) : (!kn && kb <= qb);
+      mask[0][0][q][k] = ok;
+    }
+  model::ForwardArgs fa;
+  fa.ids = ids;
+  fa.positions = pos;
+  fa.mask = mask;
+  torch::NoGradGuard ng;
+  auto logp = torch::log_softmax(m->forward(fa).to(torch::kFloat64)[0], -1);
+  double loss = 0;
+  for (int64_t i = ex.prompt_len; i < n; ++i)
+    if (nz.masked[static_cast<size_t>(i - ex.prompt_len)]) loss -= logp[i][ex.ids[static_cast<size_t>(i)]].item<double>() / nz.p;
+  return loss;
+}
+
+TEST(SftLossTest, EqualsTheObjectiveWrittenOutAndIgnoresPacking) {
+  auto m = qwen_vocab_tiny(5);
+  const int64_t W = m->config().block_size, mask_id = m->config().mask_token_id, pad = tok().endoftext_id();
+  const auto a = encode_sft_example({"Add two tensors.", "```python\nreturn a + b\n```"}, tok(), W, false);
+  const auto b = encode_sft_example({"Scale.", "y = 2 * x"}, tok(), W, true);
+  const auto na = sft_noise(a.size() - a.prompt_len, 1e-3, 1, 0, 0), nb = sft_noise(b.size() - b.prompt_len, 1e-3, 1, 0, 1);
+  const double ref_a = reference_loss(m, a, na, W, mask_id), ref_b = reference_loss(m, b, nb, W, mask_id);
+  auto loss = [&](const std::vector<std::vector<const SftExample*>>& rows,
+                  const std::vector<std::vector<const SftNoise*>>& noise) {
+    torch::NoGradGuard ng;
+    return sft_loss(m, make_sft_batch(rows, noise, W, pad, mask_id, torch::kCPU)).weighted_sum.item<double>();
+  };
+  EXPECT_NEAR(loss({{&a}}, {{&na}}), ref_a, 1e-4 * ref_a);
+  EXPECT_NEAR(loss({{&b}}, {{&nb}}), ref_b, 1e-4 * ref_b);
+  EXPECT_NEAR(loss({{&a, &b}}, {{&na, &nb}}), ref_a + ref_b, 1e-4 * (ref_a + ref_b));   // packed in one row
+  EXPECT_NEAR(loss({{&b}, {&a}}, {{&nb}, {&na}}), ref_a + ref_b, 1e-4 * (ref_a + ref_b));  // two padded rows
+  // The batch holds exactly the masked noisy tokens, with weight 1 / p.
+  auto batch = make_sft_batch({{&a, &b}}, {{&na, &nb}}, W, pad, mask_id, torch::kCPU);
+  int64_t masked = 0;
+  for (auto x : na.masked) masked += x;
+  for (auto x : nb.masked) masked += x;
+  EXPECT_EQ(batch.targets.size(0), masked);
+  EXPECT_EQ(batch.ids.size(1), 2 * (a.size() + b.size()));
+  EXPECT_TRUE((batch.ids.index_select(1, batch.target_at.remainder(batch.ids.size(1))) == mask_id).all().item<bool>());
+}
+
+TEST(SftLossTest, BackwardReachesTheWeights) {
+  auto m = qwen_vocab_tiny(6);
+  const int64_t W = m->config().block_size, mask_id = m->config().mask_token_id;
+  const auto a = encode_sft_example({"p", "some response text"}, tok(), W, false);
+  const auto na = sft_noise(a.size() - a.prompt_len, 1e-3, 2, 0, 0);
+  auto l = sft_loss(m, make_sft_batch({{&a}}, {{&na}}, W, tok().endoftext_id(), mask_id, torch::kCPU));
+  l.weighted_sum.backward();
+  double g = 0;
+  for (auto& p : m->parameters())
+    if (p.grad().defined()) g += p.grad().abs().sum().item<double>();
+  EXPECT_GT(g, 0);
+  EXPECT_GT(l.ce_sum, 0);
+}
+
+}  // namespace
+}  // namespace dice::train
