@@ -42,6 +42,17 @@ void SftOptimConfig::validate() const {
   DICE_REQUIRE(examples_per_step > 0, "optim.examples_per_step must be positive, got ", examples_per_step, ".");
   DICE_REQUIRE(micro_batch_tokens > 0, "optim.micro_batch_tokens must be positive, got ", micro_batch_tokens, ".");
   DICE_REQUIRE(pack_tokens >= 0, "optim.pack_tokens must be >= 0 (0: data.max_tokens), got ", pack_tokens, ".");
+  DICE_REQUIRE(attn_chunk > 0, "optim.attn_chunk must be positive, got ", attn_chunk, ".");
+  DICE_REQUIRE(logit_chunk > 0, "optim.logit_chunk must be positive, got ", logit_chunk, ".");
+}
+
+rl::ScoreOptions SftOptimConfig::scoring() const {
+  rl::ScoreOptions so;
+  so.fast = fast;
+  so.attn_chunk = attn_chunk;
+  so.logit_chunk = logit_chunk;
+  so.checkpoint = checkpoint_layers;
+  return so;
 }
 
 void SftRunConfig::validate() const {
@@ -245,7 +256,7 @@ SftNoise sft_noise(int64_t response_len, double eps, uint64_t seed, int64_t epoc
 
 SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
                         const std::vector<std::vector<const SftNoise*>>& noise, int64_t block_size, int64_t pad_id,
-                        int64_t mask_id, torch::Device device) {
+                        int64_t mask_id, torch::Device device, const rl::ScoreOptions& so) {
   SftBatch b;
   b.rows = static_cast<int64_t>(rows.size());
   for (const auto& r : rows) {
@@ -256,7 +267,9 @@ SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
   const int64_t B = b.rows, n = b.row_tokens, T = 2 * n;
   auto i64 = torch::TensorOptions().dtype(torch::kInt64);
   auto ids = torch::full({B, T}, pad_id, i64), pos = torch::zeros({B, T}, i64), seg = torch::full({B, n}, -1, i64);
+  auto blk = torch::zeros({B, n}, i64);  // blocks numbered from the example's offset in the row
   auto ia = ids.accessor<int64_t, 2>(), pa = pos.accessor<int64_t, 2>(), sa = seg.accessor<int64_t, 2>();
+  auto ba = blk.accessor<int64_t, 2>();
   std::vector<int64_t> at, tgt;
   std::vector<double> w;
   for (int64_t r = 0; r < B; ++r) {
@@ -271,6 +284,7 @@ SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
         ia[r][n + t] = id;                 // clean copy
         pa[r][t] = pa[r][n + t] = j;
         sa[r][t] = static_cast<int64_t>(e);
+        ba[r][t] = (off + j) / block_size;  // examples are whole blocks: off is a multiple of the block size
         if (masked) {
           at.push_back(r * T + t);
           tgt.push_back(id);
@@ -280,7 +294,13 @@ SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
       off += ex.size();
     }
   }
-  b.mask = model::sft_mask(seg, pos.narrow(1, 0, n), block_size).to(device);
+  if (so.fast) {
+    auto noisy = torch::cat({torch::ones({B, n}, torch::kBool), torch::zeros({B, n}, torch::kBool)}, 1);
+    const model::TokenLayout lay{torch::cat({seg, seg}, 1), torch::cat({blk, blk}, 1), noisy, torch::Tensor()};
+    b.sparse = std::make_shared<model::SparseAttention>(model::block_diffusion_plan(lay, so.attn_chunk, device));
+  } else {
+    b.mask = model::sft_mask(seg, pos.narrow(1, 0, n), block_size).to(device);
+  }
   b.ids = ids.to(device);
   b.positions = pos.to(device);
   b.target_at = torch::tensor(at, i64).to(device);
@@ -289,15 +309,26 @@ SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
   return b;
 }
 
-SftLoss sft_loss(model::Transformer& m, const SftBatch& b) {
+SftLoss sft_loss(model::Transformer& m, const SftBatch& b, const rl::ScoreOptions& so) {
   model::ForwardArgs fa;
   fa.ids = b.ids;
   fa.positions = b.positions;
-  fa.mask = b.mask;
-  fa.logits_at = b.target_at;
-  auto logits = m->forward(fa).to(torch::kFloat32);  // [N, vocab]
-  auto ce = torch::nn::functional::cross_entropy(
-      logits, b.targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  torch::Tensor ce;
+  if (b.sparse) {  // as the learner's fast path: no N x N mask, no full-vocabulary logits
+    fa.sparse = b.sparse.get();
+    fa.checkpoint = so.checkpoint;
+    fa.train_fused = so.fused;
+    auto h = m->hidden(fa);
+    auto h_NH = h.reshape({-1, h.size(-1)}).index_select(0, b.target_at);
+    ce = -rl::chunked_token_logprobs(h_NH, m->lm_head_weight(), b.targets, so.logit_chunk);
+  } else {
+    DICE_REQUIRE(b.mask.defined(), "sft_loss: the batch has neither a mask nor a sparse plan.");
+    fa.mask = b.mask;
+    fa.logits_at = b.target_at;
+    auto logits = m->forward(fa).to(torch::kFloat32);  // [N, vocab]
+    ce = torch::nn::functional::cross_entropy(
+        logits, b.targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  }
   SftLoss out;
   out.weighted_sum = (ce.to(torch::kFloat64) * b.weights).sum();
   out.ce_sum = ce.detach().to(torch::kFloat64).sum().item<double>();
@@ -329,6 +360,7 @@ class SftRun {
   torch::Tensor grad_flat_, compute_grad_flat_;
   std::unique_ptr<AdamW> adam_;
   std::unique_ptr<dist::Comm> comm_;
+  rl::ScoreOptions score_;
   std::vector<SftExample> examples_;
   int64_t dropped_ = 0, steps_per_epoch_ = 0, total_steps_ = 0, warmup_ = 0, start_step_ = 0;
   int64_t block_ = 4, pad_id_ = 0, mask_id_ = 0, pack_ = 0;
@@ -348,6 +380,7 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
   mask_id_ = mcfg.mask_token_id;
   pad_id_ = tok.endoftext_id();
   pack_ = cfg.optim.pack_tokens > 0 ? cfg.optim.pack_tokens : cfg.data.max_tokens;
+  score_ = cfg.optim.scoring();
   DICE_REQUIRE(pack_ >= cfg.data.max_tokens, "optim.pack_tokens ", pack_, " is shorter than data.max_tokens ",
                cfg.data.max_tokens, ": the longest kept example would not fit a row.");
   const int64_t cap = std::min(cfg.data.max_tokens, mcfg.max_position_embeddings);
@@ -500,8 +533,8 @@ json SftRun::step(int64_t s) {
       }
       ++r;
     }
-    const auto batch = make_sft_batch(mb, mn, block_, pad_id_, mask_id_, device_);
-    auto l = sft_loss(cm, batch);
+    const auto batch = make_sft_batch(mb, mn, block_, pad_id_, mask_id_, device_, score_);
+    auto l = sft_loss(cm, batch, score_);
     auto scaled = l.weighted_sum / label_tokens;
     scaled.backward();
     if (compute_) {

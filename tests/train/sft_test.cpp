@@ -203,17 +203,26 @@ TEST(SftLossTest, EqualsTheObjectiveWrittenOutAndIgnoresPacking) {
   const auto b = encode_sft_example({"Scale.", "y = 2 * x"}, tok(), W, true);
   const auto na = sft_noise(a.size() - a.prompt_len, 1e-3, 1, 0, 0), nb = sft_noise(b.size() - b.prompt_len, 1e-3, 1, 0, 1);
   const double ref_a = reference_loss(m, a, na, W, mask_id), ref_b = reference_loss(m, b, nb, W, mask_id);
-  auto loss = [&](const std::vector<std::vector<const SftExample*>>& rows,
-                  const std::vector<std::vector<const SftNoise*>>& noise) {
-    torch::NoGradGuard ng;
-    return sft_loss(m, make_sft_batch(rows, noise, W, pad, mask_id, torch::kCPU)).weighted_sum.item<double>();
-  };
-  EXPECT_NEAR(loss({{&a}}, {{&na}}), ref_a, 1e-4 * ref_a);
-  EXPECT_NEAR(loss({{&b}}, {{&nb}}), ref_b, 1e-4 * ref_b);
-  EXPECT_NEAR(loss({{&a, &b}}, {{&na, &nb}}), ref_a + ref_b, 1e-4 * (ref_a + ref_b));   // packed in one row
-  EXPECT_NEAR(loss({{&b}, {&a}}, {{&nb}, {&na}}), ref_a + ref_b, 1e-4 * (ref_a + ref_b));  // two padded rows
+  for (bool fast : {true, false}) {
+    SCOPED_TRACE(fast ? "fast (block-sparse plan, chunked log-probs)" : "plain (dense sft_mask, full logits)");
+    rl::ScoreOptions so;
+    so.fast = fast;
+    so.attn_chunk = 8;  // several chunks per example
+    so.logit_chunk = 16;
+    auto loss = [&](const std::vector<std::vector<const SftExample*>>& rows,
+                    const std::vector<std::vector<const SftNoise*>>& noise) {
+      torch::NoGradGuard ng;
+      return sft_loss(m, make_sft_batch(rows, noise, W, pad, mask_id, torch::kCPU, so), so).weighted_sum.item<double>();
+    };
+    EXPECT_NEAR(loss({{&a}}, {{&na}}), ref_a, 1e-4 * ref_a);
+    EXPECT_NEAR(loss({{&b}}, {{&nb}}), ref_b, 1e-4 * ref_b);
+    EXPECT_NEAR(loss({{&a, &b}}, {{&na, &nb}}), ref_a + ref_b, 1e-4 * (ref_a + ref_b));   // packed in one row
+    EXPECT_NEAR(loss({{&b}, {&a}}, {{&nb}, {&na}}), ref_a + ref_b, 1e-4 * (ref_a + ref_b));  // two padded rows
+  }
   // The batch holds exactly the masked noisy tokens, with weight 1 / p.
-  auto batch = make_sft_batch({{&a, &b}}, {{&na, &nb}}, W, pad, mask_id, torch::kCPU);
+  rl::ScoreOptions plain;
+  plain.fast = false;
+  auto batch = make_sft_batch({{&a, &b}}, {{&na, &nb}}, W, pad, mask_id, torch::kCPU, plain);
   int64_t masked = 0;
   for (auto x : na.masked) masked += x;
   for (auto x : nb.masked) masked += x;
@@ -222,18 +231,31 @@ TEST(SftLossTest, EqualsTheObjectiveWrittenOutAndIgnoresPacking) {
   EXPECT_TRUE((batch.ids.index_select(1, batch.target_at.remainder(batch.ids.size(1))) == mask_id).all().item<bool>());
 }
 
-TEST(SftLossTest, BackwardReachesTheWeights) {
+TEST(SftLossTest, FastAndPlainPathsGiveTheSameGradients) {
   auto m = qwen_vocab_tiny(6);
-  const int64_t W = m->config().block_size, mask_id = m->config().mask_token_id;
-  const auto a = encode_sft_example({"p", "some response text"}, tok(), W, false);
-  const auto na = sft_noise(a.size() - a.prompt_len, 1e-3, 2, 0, 0);
-  auto l = sft_loss(m, make_sft_batch({{&a}}, {{&na}}, W, tok().endoftext_id(), mask_id, torch::kCPU));
-  l.weighted_sum.backward();
-  double g = 0;
-  for (auto& p : m->parameters())
-    if (p.grad().defined()) g += p.grad().abs().sum().item<double>();
-  EXPECT_GT(g, 0);
-  EXPECT_GT(l.ce_sum, 0);
+  const int64_t W = m->config().block_size, mask_id = m->config().mask_token_id, pad = tok().endoftext_id();
+  const auto a = encode_sft_example({"p", "some response text, long enough for a few blocks"}, tok(), W, true);
+  const auto b = encode_sft_example({"another prompt", "short"}, tok(), W, false);
+  const auto na = sft_noise(a.size() - a.prompt_len, 1e-3, 2, 0, 0), nb = sft_noise(b.size() - b.prompt_len, 1e-3, 2, 0, 1);
+  auto grads = [&](bool fast) {
+    rl::ScoreOptions so;
+    so.fast = fast;
+    so.attn_chunk = 8;
+    for (auto& p : m->parameters()) p.mutable_grad() = torch::Tensor();
+    sft_loss(m, make_sft_batch({{&a, &b}, {&b}}, {{&na, &nb}, {&nb}}, W, pad, mask_id, torch::kCPU, so), so)
+        .weighted_sum.backward();
+    std::vector<torch::Tensor> g;
+    for (auto& p : m->parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  auto gf = grads(true), gp = grads(false);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < gf.size(); ++i) {
+    num += (gf[i] - gp[i]).pow(2).sum().item<double>();
+    den += gp[i].pow(2).sum().item<double>();
+  }
+  EXPECT_GT(den, 0);
+  EXPECT_LT(std::sqrt(num / den), 1e-5) << "relative L2 distance of the gradients";
 }
 
 }  // namespace

@@ -40,8 +40,12 @@
 
 #include <torch/types.h>
 
+#include <memory>
+
 #include "dice/dist/world.h"
+#include "dice/model/masks.h"
 #include "dice/model/transformer.h"
+#include "dice/rl/trace.h"
 #include "dice/text/tokenizer.h"
 
 namespace dice::train {
@@ -72,6 +76,10 @@ struct SftOptimConfig {
   int64_t micro_batch_tokens = 16384;  // padded tokens of one copy (the model sees twice as many)
   int64_t pack_tokens = 0;             // 0: data.max_tokens
   std::string compute_dtype = "auto";
+  bool fast = true;             // block-sparse attention and chunked log-probs (false: dense [2n, 2n] mask)
+  int64_t attn_chunk = 256;     // fast: clean tokens per attention chunk
+  int64_t logit_chunk = 2048;   // fast: targets per lm_head + log-softmax chunk
+  int64_t checkpoint_layers = 0;
 
   template <class V> void visit(V& v) {
     v("lr", lr, "AdamW learning rate after warmup");
@@ -86,8 +94,14 @@ struct SftOptimConfig {
     v("pack_tokens", pack_tokens, "longest packed row (0: data.max_tokens)");
     v.choice("compute_dtype", compute_dtype, {"auto", "float32", "bfloat16"},
              "forward/backward dtype (fp32 master weights, gradients and AdamW); auto: bf16 on CUDA");
+    v("fast", fast, "block-sparse attention and chunked log-probs, as the RL learner (false: a dense mask)");
+    v("attn_chunk", attn_chunk, "fast: clean tokens per block-sparse attention chunk");
+    v("logit_chunk", logit_chunk, "fast: masked tokens per chunk of lm_head + log-softmax");
+    v("checkpoint_layers", checkpoint_layers,
+      "fast: activation checkpointing of this many layers from the first (-1: all)");
   }
   void validate() const;
+  rl::ScoreOptions scoring() const;
 };
 
 struct SftRunConfig {
@@ -154,21 +168,24 @@ struct SftNoise {
 SftNoise sft_noise(int64_t response_len, double eps, uint64_t seed, int64_t epoch, int64_t example);
 
 // Rows of noised examples, on `device`: ids [B, 2n] = [noisy | clean], positions [B, 2n], the
-// sft_mask [B, 1, 2n, 2n], and the loss terms: flat indices into B * 2n of the masked noisy
-// tokens, their clean token ids and weights 1 / p.
+// attention pattern (so.fast: the block-sparse plan of the same rule, each example's blocks
+// numbered from its offset in the row so that a chunk holds one example; else the dense sft_mask
+// [B, 1, 2n, 2n]), and the loss terms: flat indices into B * 2n of the masked noisy tokens, their
+// clean token ids and weights 1 / p.
 struct SftBatch {
   torch::Tensor ids, positions, mask, target_at, targets, weights;
+  std::shared_ptr<model::SparseAttention> sparse;
   int64_t rows = 0, row_tokens = 0;  // B, n
 };
 SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
                         const std::vector<std::vector<const SftNoise*>>& noise, int64_t block_size, int64_t pad_id,
-                        int64_t mask_id, torch::Device device);
+                        int64_t mask_id, torch::Device device, const rl::ScoreOptions& so = {});
 // sum(CE * w) over the batch's targets (divided by the caller), and the plain CE sum (metrics).
 struct SftLoss {
   torch::Tensor weighted_sum;
   double ce_sum = 0;
 };
-SftLoss sft_loss(model::Transformer& m, const SftBatch& b);
+SftLoss sft_loss(model::Transformer& m, const SftBatch& b, const rl::ScoreOptions& so = {});
 
 struct SftResult {
   int64_t first_step = 1, last_step = 0, total_steps = 0;
