@@ -11,6 +11,10 @@ SUDO=""
 pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev python3-torch python3-numpy python3-dev python3-yaml python3-matplotlib pybind11-dev
+  # An optimized BLAS for LibTorch's CPU matmuls: without it libblas.so.3 is the reference
+  # implementation, about 8x slower (a tiny-model SFT step: 2.1 s instead of 18 s on one core).
+  # The OpenMP build follows OMP_NUM_THREADS, as LibTorch does.
+  libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libboost-dev

@@ -91,9 +91,11 @@ void expect_paths_agree(Transformer& m, const char* what) {
     a.mask = dmask;  // one or the other
     EXPECT_THROW(m->forward(a), Error);
   }
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {  // K/V written to the same slots
-    EXPECT_LT(max_abs(c_plain.k(l), c_fused.k(l)), 1e-6) << what << " layer " << l;
-    EXPECT_LT(max_abs(c_plain.v(l), c_fused.v(l)), 1e-6) << what << " layer " << l;
+  // K/V written to the same slots. The packed q|k|v GEMM may sum in another order than the three
+  // separate ones (OpenBLAS does: 1.2e-6 here), so the bound is the logits' rounding bound.
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    EXPECT_LT(max_abs(c_plain.k(l), c_fused.k(l)), 1e-5) << what << " layer " << l;
+    EXPECT_LT(max_abs(c_plain.v(l), c_fused.v(l)), 1e-5) << what << " layer " << l;
   }
 }
 
