@@ -110,4 +110,14 @@ void attach_grads(const std::vector<torch::Tensor>& params, torch::Tensor& flat)
   }
 }
 
+void broadcast_owned(const AdamW& adam, dist::Comm& learners, int64_t bucket_bytes) {
+  const auto& named = adam.params();
+  for (int r = 0; r < learners.size(); ++r) {
+    std::vector<torch::Tensor> owned;
+    for (size_t i = 0; i < named.size(); ++i)
+      if (adam.owner(i) == r) owned.push_back(named[i].second);
+    if (!owned.empty()) dist::broadcast_parameters(learners, owned, r, torch::kFloat32, bucket_bytes);
+  }
+}
+
 }  // namespace dice::train

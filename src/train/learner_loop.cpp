@@ -309,15 +309,6 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
   time_optimizer_ += t_opt.elapsed_s();
 }
 
-void LearnerLoop::sync_zero1() {
-  // Each parameter leaves its owner's update for every other learner (fp32, in place).
-  const auto& named = adam_->params();
-  for (int r = 0; r < comm_.size(); ++r) {
-    std::vector<torch::Tensor> owned;
-    for (size_t i = 0; i < named.size(); ++i)
-      if (adam_->owner(i) == r) owned.push_back(named[i].second);
-    if (!owned.empty()) dist::broadcast_parameters(comm_, owned, r, torch::kFloat32, cfg_.dist.bucket_mb << 20);
-  }
-}
+void LearnerLoop::sync_zero1() { broadcast_owned(*adam_, comm_, cfg_.dist.bucket_mb << 20); }
 
 }  // namespace dice::train

@@ -44,6 +44,7 @@ void SftOptimConfig::validate() const {
   DICE_REQUIRE(pack_tokens >= 0, "optim.pack_tokens must be >= 0 (0: data.max_tokens), got ", pack_tokens, ".");
   DICE_REQUIRE(attn_chunk > 0, "optim.attn_chunk must be positive, got ", attn_chunk, ".");
   DICE_REQUIRE(logit_chunk > 0, "optim.logit_chunk must be positive, got ", logit_chunk, ".");
+  DICE_REQUIRE(bucket_mb > 0, "optim.bucket_mb must be positive, got ", bucket_mb, ".");
 }
 
 rl::ScoreOptions SftOptimConfig::scoring() const {
@@ -68,7 +69,8 @@ void SftRunConfig::validate() const {
 }
 
 bool sft_key_affects_results(const std::string& k) {
-  static const std::vector<std::string> neutral = {"out", "max_steps", "ckpt_every", "keep_last", "timeout_s"};
+  static const std::vector<std::string> neutral = {"out",       "max_steps", "ckpt_every",
+                                                   "keep_last", "timeout_s", "optim.bucket_mb"};
   return std::find(neutral.begin(), neutral.end(), k) == neutral.end();
 }
 
@@ -429,9 +431,18 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
     compute_grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(cdt).device(device_));
     attach_grads(compute_params_, compute_grad_flat_);
   }
+  const bool z1 = cfg.optim.zero1;
   adam_ = std::make_unique<AdamW>(std::move(named),
-                                  AdamWOptions{cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay});
-  if (!resume_from_.empty()) adam_->load(ckpt::load_optim(resume_from_, 0));
+                                  AdamWOptions{cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay},
+                                  z1 ? world.rank() : 0, z1 ? world.size() : 1);
+  if (!resume_from_.empty()) {
+    const auto shards = ckpt::optim_ranks(resume_from_);
+    const int want = z1 ? world.size() : 1;
+    DICE_REQUIRE(static_cast<int>(shards.size()) == want, "--resume ", resume_from_, " holds ", shards.size(),
+                 " optimizer shard(s); this run needs ", want, " (optim.zero1 ", z1 ? "on" : "off", " over ",
+                 world.size(), " rank(s)). Resume with the rank count and optim.zero1 it was written with.");
+    adam_->load(ckpt::load_optim(resume_from_, z1 ? world.rank() : 0));
+  }
   comm_ = dist::make_comm(world.role_comm(), device_, {"learners", "learner", cfg.timeout_s});
 
   metrics_path_ = cfg.out + "/metrics.jsonl";
@@ -552,6 +563,7 @@ json SftRun::step(int64_t s) {
   const double lr = warmup_ > 0 && s <= warmup_ ? cfg_.optim.lr * static_cast<double>(s) / static_cast<double>(warmup_)
                                                 : cfg_.optim.lr;
   adam_->step(lr);
+  if (cfg_.optim.zero1) broadcast_owned(*adam_, *comm_, cfg_.optim.bucket_mb << 20);
   if (device_.is_cuda()) torch::cuda::synchronize();
   auto sums = torch::tensor({loss, ce, masked, row_tokens}, torch::kFloat64).to(comm_->device());
   comm_->all_reduce(sums);
@@ -579,7 +591,7 @@ std::string SftRun::checkpoint(int64_t s) {
   ts.cursor = s;
   ts.config_yaml = yaml_;
   ckpt::SaveOptions so;
-  so.rank = 0;
+  so.rank = cfg_.optim.zero1 ? world_.rank() : 0;
   so.leader = world_.is_root();
   so.keep_last = cfg_.keep_last;
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
@@ -587,11 +599,12 @@ std::string SftRun::checkpoint(int64_t s) {
     so.copy_files.push_back(src_.dir + "/" + f);
   dist::Comm* c = comm_.get();
   so.barrier = [c] { c->barrier(); };
-  // Every rank holds the same optimizer state (no ZeRO here): rank 0 writes it. No RNG state: the
-  // data order and the noise are functions of (seed, epoch, example).
+  // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0
+  // writes it. No RNG state: the data order and the noise are functions of (seed, epoch, example).
   auto sd = so.leader ? (*master_)->state_dict(torch::kFloat32) : model::NamedTensors{};
   auto os = adam_->state();
-  return ckpt::save_checkpoint(cfg_.out, s, sd, so.leader ? &os : nullptr, ts, so);
+  const bool writes_optim = cfg_.optim.zero1 || so.leader;
+  return ckpt::save_checkpoint(cfg_.out, s, sd, writes_optim ? &os : nullptr, ts, so);
 }
 
 }  // namespace

@@ -10,9 +10,11 @@
 #           the figure is noisy; measured 2026-12-01 with seeds 1 / 2 / 3: 0.70 / 0.72 / 0.72 x,
 #           e.g. 11.94 11.79 10.89 9.52 8.78 7.86).
 #   ranks   -np 1 and -np 2 on the same data: every step's loss, CE and gradient norm agree to 1e-5
-#           (the update does not depend on how examples are spread over ranks).
-#   resume  a run cut after step 2 (--steps 2) and continued with --resume auto equals an
-#           uninterrupted 4-step run bit for bit (loss, CE, gradient norm, lr of every step).
+#           (the update does not depend on how examples are spread over ranks); -np 2 with the
+#           AdamW state sharded (optim.zero1) equals -np 2 without, bit for bit.
+#   resume  with ZeRO-1 over 2 ranks: a run cut after step 2 (--steps 2) and continued with
+#           --resume auto equals an uninterrupted 4-step run bit for bit (loss, CE, gradient norm,
+#           lr of every step); the checkpoint holds one optimizer shard per rank.
 #   refuse  bad setups are refused before any work, each with a sentence.
 set -euo pipefail
 dice=${1:?usage: sft_cli_test.sh DICE SOURCE_DIR SCENARIO}
@@ -82,12 +84,17 @@ ranks)
   run 2 "$work/np2" "${pairs[@]}" | tee "$work/np2.log"
   grep -q "^sft: 2 rank(s)" "$work/np2.log" || fail "the second run did not use 2 ranks"
   compare "$work/np1/metrics.jsonl" "$work/np2/metrics.jsonl" 1e-5
+  run 2 "$work/np2z" "${pairs[@]}" --set optim.zero1=true > "$work/np2z.log"
+  compare "$work/np2/metrics.jsonl" "$work/np2z/metrics.jsonl" 0
   ;;
 resume)
-  run 2 "$work/full" "${pairs[@]}" --steps 4 > "$work/full.log"
-  run 2 "$work/cut" "${pairs[@]}" --steps 2 > "$work/cut.log"
+  z=(--set optim.zero1=true)
+  run 2 "$work/full" "${pairs[@]}" "${z[@]}" --steps 4 > "$work/full.log"
+  run 2 "$work/cut" "${pairs[@]}" "${z[@]}" --steps 2 > "$work/cut.log"
   [[ -f $work/cut/step_000002/COMPLETE && ! -d $work/cut/step_000003 ]] || fail "expected exactly step_000002 after the cut"
-  run 2 "$work/cut" "${pairs[@]}" --steps 4 --resume auto | tee "$work/resume.log"
+  [[ -f $work/cut/step_000002/optim_rank0.h5 && -f $work/cut/step_000002/optim_rank1.h5 ]] ||
+    fail "the ZeRO-1 checkpoint lacks one optimizer shard per rank"
+  run 2 "$work/cut" "${pairs[@]}" "${z[@]}" --steps 4 --resume auto | tee "$work/resume.log"
   grep -q "resuming from $work/cut/step_000002" "$work/resume.log" || fail "the rerun did not resume from step_000002"
   compare "$work/full/metrics.jsonl" "$work/cut/metrics.jsonl" 0
   ;;
@@ -117,6 +124,10 @@ refuse)
   # A rerun into that folder from another starting model is refused.
   "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/other" --seed 2 > /dev/null
   expect_refusal "was started from another model" 1 --model "$work/other" --out "$work/r6" "${pairs[@]}"
+  # A ZeRO-1 checkpoint of 2 ranks cannot be resumed by 1.
+  run 2 "$work/r7" "${pairs[@]}" --set optim.zero1=true --steps 1 > /dev/null
+  expect_refusal "holds 2 optimizer shard(s); this run needs 1" 1 "${m[@]}" --out "$work/r7" "${pairs[@]}" \
+    --set optim.zero1=true
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dice/ckpt/checkpoint.h"
+#include "dice/dist/comm.h"
 
 namespace dice::train {
 
@@ -44,6 +45,10 @@ class AdamW {
   std::vector<torch::Tensor> m_, v_;  // undefined for parameters owned elsewhere
   int64_t t_ = 0;
 };
+
+// After a ZeRO-1 step: every parameter leaves its owner for every other learner (fp32, in place,
+// in buckets of `bucket_bytes`).
+void broadcast_owned(const AdamW& adam, dist::Comm& learners, int64_t bucket_bytes);
 
 // Global L2 norm of the gradients; when max_norm > 0 and the norm exceeds it, scales them to it.
 // Returns the norm before clipping.

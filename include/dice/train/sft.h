@@ -80,6 +80,8 @@ struct SftOptimConfig {
   int64_t attn_chunk = 256;     // fast: clean tokens per attention chunk
   int64_t logit_chunk = 2048;   // fast: targets per lm_head + log-softmax chunk
   int64_t checkpoint_layers = 0;
+  bool zero1 = false;           // shard the AdamW state over ranks
+  int64_t bucket_mb = 64;       // ZeRO-1 parameter broadcast bucket
 
   template <class V> void visit(V& v) {
     v("lr", lr, "AdamW learning rate after warmup");
@@ -99,6 +101,8 @@ struct SftOptimConfig {
     v("logit_chunk", logit_chunk, "fast: masked tokens per chunk of lm_head + log-softmax");
     v("checkpoint_layers", checkpoint_layers,
       "fast: activation checkpointing of this many layers from the first (-1: all)");
+    v("zero1", zero1, "shard the AdamW state over ranks (ZeRO-1): each updates the parameters it owns");
+    v("bucket_mb", bucket_mb, "ZeRO-1: bucket size of the parameter broadcast after each update");
   }
   void validate() const;
   rl::ScoreOptions scoring() const;
