@@ -1,7 +1,6 @@
 // RlTrainer: setup, the stage/step loop, rollout transfer, weight sync, checkpoints, metrics.
 #include "dice/train/rl_trainer.h"
 
-#include <signal.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -166,25 +165,6 @@ void keep_metrics_through(const std::string& path, int64_t step) {
   fs::write_file_atomic(path, kept);
 }
 
-// Collective (every rank has the same fault config): once every rank has finished the previous step
-// (so its checkpoint is complete: the learner writes while the actors could already be sampling),
-// rank `f.rank` signals itself. Rank 0 alone decides whether the once-file disarms the fault, so the
-// ranks agree even where that file is not on a shared filesystem.
-void maybe_die(const FaultConfig& f, int64_t step, const dist::World& world) {
-  if (f.kill_at_step != step) return;
-  bool armed = true;
-  if (world.is_root() && !f.once_file.empty()) armed = !fs::exists(f.once_file);
-  if (world.broadcast(armed ? "1" : "0") != "1") return;
-  world.barrier();
-  if (world.rank() != f.rank) return;
-  if (!f.once_file.empty()) fs::write_file_atomic(f.once_file, "killed at step " + std::to_string(step) + "\n");
-  const bool stop = f.signal == "stop";
-  std::fprintf(stderr, "dice: fault injection: rank %d %s itself at step %lld\n", f.rank, stop ? "stops" : "kills",
-               static_cast<long long>(step));
-  std::fflush(stderr);
-  ::raise(stop ? SIGSTOP : SIGKILL);
-}
-
 std::string rng_state_bytes() {
   auto st = at::detail::getDefaultCPUGenerator().get_state();
   return std::string(reinterpret_cast<const char*>(st.data_ptr()), static_cast<size_t>(st.numel()));
@@ -345,7 +325,7 @@ TrainResult Run::run() {
 // One RL step: the phases in order; each records its time in `part` (this rank's metrics).
 void Run::step(const StageData& st, int64_t stage_start, int64_t stage_end) {
   ++step_;
-  maybe_die(cfg_.fault, step_, world_);
+  inject_fault(cfg_.fault, step_, world_);
   Timer t_step;
   json part = {{"rank", world_.rank()}, {"times", json::object()}};
   const int64_t cursor = (step_ - stage_start - 1) * cfg_.rollout.tasks_per_step;

@@ -1,6 +1,9 @@
 // The run directory of a training run (see run_plan.h).
 #include "dice/train/run_plan.h"
 
+#include <signal.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -66,6 +69,23 @@ void append_line(const std::string& path, const std::string& line) {
   f << line << "\n";
   f.flush();
   DICE_REQUIRE(f.good(), "Could not append to ", path, ".");
+}
+
+// Rank 0 alone decides whether the once-file disarms the fault, so the ranks agree even where that
+// file is not on a shared file system.
+void inject_fault(const FaultConfig& f, int64_t step, const dist::World& world) {
+  if (f.kill_at_step != step) return;
+  bool armed = true;
+  if (world.is_root() && !f.once_file.empty()) armed = !fs::exists(f.once_file);
+  if (world.broadcast(armed ? "1" : "0") != "1") return;
+  world.barrier();
+  if (world.rank() != f.rank) return;
+  if (!f.once_file.empty()) fs::write_file_atomic(f.once_file, "killed at step " + std::to_string(step) + "\n");
+  const bool stop = f.signal == "stop";
+  std::fprintf(stderr, "dice: fault injection: rank %d %s itself at step %lld\n", f.rank, stop ? "stops" : "kills",
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  ::raise(stop ? SIGSTOP : SIGKILL);
 }
 
 }  // namespace dice::train

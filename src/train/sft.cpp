@@ -71,7 +71,7 @@ void SftRunConfig::validate() const {
 bool sft_key_affects_results(const std::string& k) {
   static const std::vector<std::string> neutral = {"out",       "max_steps", "ckpt_every",
                                                    "keep_last", "timeout_s", "optim.bucket_mb"};
-  return std::find(neutral.begin(), neutral.end(), k) == neutral.end();
+  return k.rfind("fault.", 0) != 0 && std::find(neutral.begin(), neutral.end(), k) == neutral.end();
 }
 
 // ---- data ----
@@ -473,6 +473,7 @@ SftResult SftRun::run() {
   result_.first_step = start_step_ + 1;
   result_.total_steps = total_steps_;
   for (int64_t s = start_step_ + 1; s <= last; ++s) {
+    inject_fault(cfg_.fault, s, world_);
     json rec = step(s);
     std::string saved;
     if (s % cfg_.ckpt_every == 0 || s == last) saved = checkpoint(s);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `dice train` through slurm/train.sbatch on a private one-node Slurm cluster, with a crash
-# (tests/train/train_test.yaml on a tiny random model, 3 ranks, checkpoints every 2 steps):
+# `dice train` (or, with DICE_SLURM_TEST_SUBCOMMAND=sft, `dice sft`) through slurm/train.sbatch on
+# a private one-node Slurm cluster, with a crash (tests/train/train_test.yaml, or for sft
+# configs/sft/quickstart.yaml, on a tiny random model, 3 ranks, checkpoints every 2 steps):
 #  1. rank DICE_SLURM_TEST_FAULT_RANK (default 1) SIGKILLs itself at the start of step 3 on the
 #     first attempt only (fault.kill_at_step / fault.once_file), after the checkpoint of step 2;
 #  2. between the attempts the run dir holds step_000002 (COMPLETE) and metrics for steps 1-2;
@@ -12,7 +13,8 @@
 # Exit 77 (CTest: skipped) when this machine cannot run a Slurm cluster: not root, or slurmctld,
 # slurmd, munged not installed (Debian: slurm-wlm munge).
 # Environment: DICE_SLURM_TEST_ARGS (extra `dice train` args, word-split), DICE_SLURM_TEST_STEPS
-# (default 4), DICE_SLURM_TEST_NTASKS (default 3: 1 learner + 2 actors), DICE_SLURM_TEST_LAUNCHER
+# (default 4), DICE_SLURM_TEST_NTASKS (default 3: 1 learner + 2 actors), DICE_SLURM_TEST_SUBCOMMAND
+# (train or sft; default train), DICE_SLURM_TEST_LAUNCHER
 # (srun or mpirun; default srun), DICE_SLURM_TEST_WAIT_S (default 480), DICE_KEEP_TEST_DIR=1.
 set -euo pipefail
 build=${1:?usage: slurm_train_test.sh BUILD_DIR SOURCE_DIR}
@@ -29,9 +31,16 @@ for b in slurmctld slurmd munged sbatch scontrol squeue; do command -v "$b" >/de
 
 dice=$build/src/app/dice
 [[ -x $dice ]] || fail "no dice binary at $dice (build the project first)"
-"$dice" train --help > /dev/null 2>&1 || fail "$dice has no \`train\` subcommand (\`dice train --help\` failed)"
-config=$src/tests/train/train_test.yaml
-[[ -f $config ]] || fail "missing $config (the CPU test training config)"
+sub=${DICE_SLURM_TEST_SUBCOMMAND:-train}
+"$dice" "$sub" --help > /dev/null 2>&1 || fail "$dice has no \`$sub\` subcommand (\`dice $sub --help\` failed)"
+case $sub in
+  train) config=$src/tests/train/train_test.yaml; keys="step stage reward_mean loss"; sub_args=() ;;
+  # Short examples (max_tokens 512: 15 built-in tasks, 4 steps of 4), a checkpoint every 2 steps.
+  sft) config=$src/configs/sft/quickstart.yaml; keys="step epoch loss ce_masked"
+       sub_args=(--set data.max_tokens=512 --set ckpt_every=2) ;;
+  *) fail "DICE_SLURM_TEST_SUBCOMMAND must be train or sft, not '$sub'" ;;
+esac
+[[ -f $config ]] || fail "missing $config (the CPU test config)"
 
 steps=${DICE_SLURM_TEST_STEPS:-4}
 ntasks=${DICE_SLURM_TEST_NTASKS:-3}
@@ -89,18 +98,18 @@ echo "== tiny random model"
 "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/model" --seed 1 > "$work/init.log" 2>&1 \
   || { cat "$work/init.log" >&2; fail "dice ckpt init"; }
 
-echo "== sbatch slurm/train.sbatch: $ntasks ranks, $steps steps, rank $fault_rank dies at step 3 (first attempt)"
+echo "== sbatch slurm/train.sbatch ($sub): $ntasks ranks, $steps steps, rank $fault_rank dies at step 3 (first attempt)"
 cd "$work"  # the job's log, %x-%j.out, lands here
 extra=()
 # shellcheck disable=SC2206  # word splitting is the interface of DICE_SLURM_TEST_ARGS
 [[ -n ${DICE_SLURM_TEST_ARGS:-} ]] && extra=($DICE_SLURM_TEST_ARGS)
 # The header asks for 8 GPUs a node and 8 tasks: a CPU node has neither. --overcommit lets 3
 # ranks share 2 cores.
-job=$(DICE_BIN=$dice DICE_ROOT=$src DICE_LAUNCHER=$launcher \
+job=$(DICE_BIN=$dice DICE_ROOT=$src DICE_LAUNCHER=$launcher DICE_SUBCOMMAND=$sub \
   sbatch --parsable --ntasks="$ntasks" --ntasks-per-node="$ntasks" --gpus-per-node=0 --overcommit --time=30 \
   "$src/slurm/train.sbatch" "$config" "$run" --model "$work/model" --steps "$steps" \
   --set fault.kill_at_step=3 --set "fault.once_file=$work/fault_once" --set "fault.rank=$fault_rank" \
-  "${extra[@]}") || fail "sbatch refused the job"
+  "${sub_args[@]}" "${extra[@]}") || fail "sbatch refused the job"
 job=${job%%;*}
 log=$work/dice-train-$job.out
 echo "job $job, log $log"
@@ -131,10 +140,10 @@ echo "== checks"
 info=$(scontrol show job -o "$job")
 [[ $info == *" Restarts=1 "* ]] || fail "job restarted $(grep -o 'Restarts=[0-9]*' <<< "$info"), expected once"
 [[ $info == *" ExitCode=0:0 "* ]] || fail "job $(grep -o 'ExitCode=[0-9:]*' <<< "$info"), expected 0:0"
-[[ $(grep -c "^dice-train: job $job attempt [0-9]* (" "$log") -eq 2 ]] || fail "the log does not show exactly two attempts"
-grep -q "^dice-train: job $job attempt 1: dice exited with status [1-9][0-9]*; requeueing" "$log" \
+[[ $(grep -c "^dice-$sub: job $job attempt [0-9]* (" "$log") -eq 2 ]] || fail "the log does not show exactly two attempts"
+grep -q "^dice-$sub: job $job attempt 1: dice exited with status [1-9][0-9]*; requeueing" "$log" \
   || fail "the log does not show attempt 1 failing and requeueing"
-grep -q "^dice-train: job $job attempt 2: finished" "$log" || fail "the log does not show attempt 2 finishing"
+grep -q "^dice-$sub: job $job attempt 2: finished" "$log" || fail "the log does not show attempt 2 finishing"
 [[ -f $run/config.yaml ]] || fail "no resolved config.yaml in the run dir"
 final=$(printf 'step_%06d' "$steps")
 [[ -f $run/$final/COMPLETE ]] || fail "the final checkpoint $final is missing or not COMPLETE"
@@ -142,7 +151,7 @@ if [[ -f $run/step_000002/COMPLETE ]]; then
   [[ $(stat -c '%i %Y' "$run/step_000002/COMPLETE") == $(cat "$work/between.ckpt2.stat") ]] \
     || fail "step_000002 was written again: the second attempt started over instead of resuming"
 fi
-python3 - "$work/between.metrics.jsonl" "$run/metrics.jsonl" "$steps" <<'PY' || fail "metrics.jsonl"
+python3 - "$work/between.metrics.jsonl" "$run/metrics.jsonl" "$steps" "$keys" <<'PY' || fail "metrics.jsonl"
 import json, sys
 def steps_of(path):
     out = []
@@ -150,7 +159,7 @@ def steps_of(path):
         if not line.strip():
             continue
         rec = json.loads(line)
-        missing = [k for k in ("step", "stage", "reward_mean", "loss") if k not in rec]
+        missing = [k for k in sys.argv[4].split() if k not in rec]
         assert not missing, f"{path}:{n} lacks {missing}"
         out.append(rec["step"])
     return out
@@ -163,4 +172,4 @@ assert records(sys.argv[2])[:2] == records(sys.argv[1]), \
 print(f"metrics: steps 1..{n} once each (1..2 before the resume)")
 PY
 ok=1
-echo "slurm_train_test: all passed (job $job: 2 attempts, launcher $launcher)"
+echo "slurm_train_test: all passed ($sub, job $job: 2 attempts, launcher $launcher)"

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dice/dist/world.h"
+#include "dice/train/rl_config.h"
 #include "dice/train/model_source.h"
 #include "dice/util/run_dir.h"
 
@@ -17,6 +18,13 @@ namespace dice::train {
 std::string plan_run_dir(const std::string& out, const std::string& resume, const std::string& yaml,
                          const ModelSource& model, const dist::World& world, run_dir::DirLock& lock,
                          bool (*affects_results)(const std::string& dotted_key));
+
+// Fault injection (tests): a collective of every rank at the start of `step` (every rank has the
+// same config). When f.kill_at_step == step, and f.once_file (if set) does not exist yet, every rank
+// waits until all have finished the step before (so its checkpoint is complete: a learner may still
+// be writing it while the others move on), then rank f.rank writes the once-file and sends itself
+// SIGKILL (a dead rank) or SIGSTOP (a stuck one).
+void inject_fault(const FaultConfig& f, int64_t step, const dist::World& world);
 
 // Appends one line (a metrics record) to `path`, flushed; a dice::Error when that fails.
 void append_line(const std::string& path, const std::string& line);

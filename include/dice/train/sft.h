@@ -46,6 +46,7 @@
 #include "dice/model/masks.h"
 #include "dice/model/transformer.h"
 #include "dice/rl/trace.h"
+#include "dice/train/rl_config.h"
 #include "dice/text/tokenizer.h"
 
 namespace dice::train {
@@ -121,6 +122,7 @@ struct SftRunConfig {
   int64_t ckpt_every = 200;
   int keep_last = 3;
   double timeout_s = 600;
+  FaultConfig fault;
 
   template <class V> void visit(V& v) {
     v("model", model, "HF folder or checkpoint to start from");
@@ -135,6 +137,7 @@ struct SftRunConfig {
     v("ckpt_every", ckpt_every, "checkpoint every K steps (and after the last)");
     v("keep_last", keep_last, "keep the newest K checkpoints (0: all)");
     v("timeout_s", timeout_s, "a collective waiting longer than this aborts the job");
+    v("fault", fault, "fault injection (tests)");
   }
   void validate() const;
 };
