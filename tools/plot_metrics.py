@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training curves for a `dice train` run directory, as PNG files.
+"""Training curves for a `dice train` or `dice sft` run directory, as PNG files.
 
 usage: plot_metrics.py RUN_DIR [--out DIR] [--smooth ALPHA]
 
@@ -9,7 +9,7 @@ the run logged, one PNG into DIR (default RUN_DIR/plots), printing each path it 
   reward.png      reward_mean with a +/- reward_std band (reward_min / reward_max dotted)
   clip.png        keys containing "clip" (clip fraction)
   rates.png       keys ending in _rate, _frac or _fraction (pass, compile, zero-variance groups ...)
-  loss.png        keys containing "loss"
+  loss.png        keys containing "loss", and cross-entropies (ce_*: dice sft's ce_masked)
   kl.png          keys starting with "kl" or containing "_kl"
   grad_norm.png   keys containing "grad_norm"
   throughput.png  keys ending in _per_s or _tok_s, or containing tokens_per_s
@@ -32,7 +32,7 @@ GROUPS = [  # (file stem, title, y label, predicate on the key); the first match
     ("clip", "Clipped fraction", "fraction", lambda k: "clip" in k and "grad_norm" not in k),
     ("rates", "Rates", "fraction",
      lambda k: k.endswith(("_rate", "_frac", "_fraction")) and k != "learning_rate"),
-    ("loss", "Loss", "loss", lambda k: "loss" in k),
+    ("loss", "Loss", "loss", lambda k: "loss" in k or k.startswith("ce_")),
     ("kl", "KL divergence", "KL", lambda k: k.startswith("kl") or "_kl" in k),
     ("grad_norm", "Gradient norm", "norm", lambda k: "grad_norm" in k),
     ("throughput", "Throughput", "per second",

@@ -1,6 +1,7 @@
 // `dice sft`: supervised fine-tuning with the block-diffusion objective (CuKe SFT before BiC-RL).
 //   dice sft -c configs/sft/quickstart.yaml [--set k=v] [--model DIR] [--data FILE] [--out DIR]
 //            [--resume auto|never|CKPT] [--steps N]
+//   dice sft plot RUN_DIR [--out DIR]          metrics.jsonl -> PNG curves
 // Under mpirun/srun every rank is a data-parallel learner.
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include "dice/config/config.h"
 #include "dice/dist/world.h"
 #include "dice/train/sft.h"
+#include "dice/util/log.h"
 #include "subcommand.h"
 
 namespace dice::app {
@@ -40,6 +42,7 @@ void run_sft_cmd(const SftArgs& a) {
   for (double x : r.ce_masked) std::printf(" %.3f", x);
   std::printf("\nsft: metrics %s/metrics.jsonl, last checkpoint %s\n", cfg.out.c_str(),
               r.last_checkpoint.empty() ? "(none this run)" : r.last_checkpoint.c_str());
+  if (plot_run(cfg.out, cfg.out + "/plots") != 0) log::warn("sft: plotting failed (tools/plot_metrics.py)");
 }
 
 void setup_sft(CLI::App& cmd) {
@@ -51,7 +54,10 @@ void setup_sft(CLI::App& cmd) {
   cmd.add_option("--resume", a->resume, "auto (latest complete checkpoint in --out), never, or a checkpoint dir");
   cmd.add_option("--steps", a->steps, "stop after step N (overrides max_steps; the schedule is unchanged)");
   cmd.add_flag("--print-config", a->print_config, "print the resolved config");
-  cmd.callback([a] { run_sft_cmd(*a); });
+  add_plot_subcommand(cmd);
+  cmd.callback([a, &cmd] {
+    if (cmd.get_subcommands().empty()) run_sft_cmd(*a);
+  });
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `dice train`: BiC-RL (kernel infilling, then end-to-end) with learner and actor ranks.
 //   dice train -c configs/train/quickstart.yaml [--set k=v] [--out DIR] [--resume auto|never|CKPT]
-//   dice train plot RUN_DIR [--out DIR]        metrics.jsonl -> PNG curves
+//   dice train plot RUN_DIR [--out DIR]        metrics.jsonl -> PNG curves (also `dice sft plot`)
 // Under mpirun/srun: dist.colocated (every rank both roles) or dist.num_learners learners + actors.
 #include <cstdio>
 #include <iostream>
@@ -14,6 +14,25 @@
 #include "subcommand.h"
 
 namespace dice::app {
+
+int plot_run(const std::string& run, const std::string& out) {
+  std::string cmd = "'" + judge::default_python() + "' '" + train::project_root() + "/tools/plot_metrics.py' '" + run + "'";
+  if (!out.empty()) cmd += " --out '" + out + "'";
+  return std::system(cmd.c_str());
+}
+
+void add_plot_subcommand(CLI::App& cmd) {
+  cmd.require_subcommand(0, 1);
+  auto plot = cmd.add_subcommand("plot", "draw a run's metrics.jsonl as PNG curves");
+  auto run = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  plot->add_option("run", *run, "run directory")->required()->check(CLI::ExistingDirectory);
+  plot->add_option("--out", *out, "where to write the PNGs (default RUN/plots)");
+  plot->callback([run, out] {
+    if (plot_run(*run, out->empty() ? *run + "/plots" : *out) != 0) throw Error("plotting failed");
+  });
+}
+
 namespace {
 
 struct TrainArgs {
@@ -22,12 +41,6 @@ struct TrainArgs {
   int64_t steps = 0;
   bool print_config = false;
 };
-
-int plot_run(const std::string& run, const std::string& out) {
-  std::string cmd = "'" + judge::default_python() + "' '" + train::project_root() + "/tools/plot_metrics.py' '" + run + "'";
-  if (!out.empty()) cmd += " --out '" + out + "'";
-  return std::system(cmd.c_str());
-}
 
 void run_train_cmd(const TrainArgs& a) {
   std::vector<std::string> sets = a.cfg.sets;
@@ -72,15 +85,7 @@ void setup_train(CLI::App& cmd) {
   cmd.add_option("--resume", a->resume, "auto (latest complete checkpoint in --out), never, or a checkpoint dir");
   cmd.add_option("--steps", a->steps, "run only the first N steps (stages cut in order)");
   cmd.add_flag("--print-config", a->print_config, "print the resolved config");
-  cmd.require_subcommand(0, 1);
-  auto plot = cmd.add_subcommand("plot", "draw a run's metrics.jsonl as PNG curves");
-  auto run = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>();
-  plot->add_option("run", *run, "run directory")->required()->check(CLI::ExistingDirectory);
-  plot->add_option("--out", *out, "where to write the PNGs (default RUN/plots)");
-  plot->callback([run, out] {
-    if (plot_run(*run, out->empty() ? *run + "/plots" : *out) != 0) throw Error("plotting failed");
-  });
+  add_plot_subcommand(cmd);
   cmd.callback([a, &cmd] {
     if (cmd.get_subcommands().empty()) run_train_cmd(*a);
   });

@@ -33,6 +33,11 @@ struct ConfigArgs {
   }
 };
 
+// tools/plot_metrics.py over RUN/metrics.jsonl (returns its exit status).
+int plot_run(const std::string& run, const std::string& out);
+// `<cmd> plot RUN [--out DIR]` (dice train, dice sft); the parent then needs no other subcommand.
+void add_plot_subcommand(CLI::App& cmd);
+
 }  // namespace dice::app
 
 #define DICE_SUBCOMMAND_CAT2(a, b) a##b

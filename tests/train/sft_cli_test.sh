@@ -76,6 +76,8 @@ print("ce_masked per step:", " ".join(f"{x:.3f}" for x in r), f"(last two / step
 assert len(r) == 6 and last < 0.8 * r[0], "the masked-token cross-entropy did not fall"
 EOF
   [[ -f $work/learn/step_000006/COMPLETE ]] || fail "no checkpoint after the last step"
+  [[ -s $work/learn/plots/loss.png && -s $work/learn/plots/lr.png ]] || fail "the run drew no loss / lr curves"
+  "$dice" sft plot "$work/learn" --out "$work/replot" | grep -q "loss.png" || fail "dice sft plot drew no loss curve"
   # The checkpoint is a model the rest of dice reads (eval, sample, train start from it).
   "$dice" ckpt info "$work/learn/step_000006" | grep -q "stage.*sft" || fail "the checkpoint does not record stage sft"
   ;;
