@@ -8,7 +8,8 @@
 #   learn   the built-in CPU tasks' solutions (format tasks), -np 2: the mean CE over masked tokens
 #           of the last two steps is below 0.8 x step 1's (the masked tokens differ each step, so
 #           the figure is noisy; measured 2026-12-01 with seeds 1 / 2 / 3: 0.70 / 0.72 / 0.72 x,
-#           e.g. 11.94 11.79 10.89 9.52 8.78 7.86).
+#           e.g. 11.94 11.79 10.89 9.52 8.78 7.86); its checkpoint has stage sft, its curves are
+#           drawn, and one `dice train` step starts from it.
 #   ranks   -np 1 and -np 2 on the same data: every step's loss, CE and gradient norm agree to 1e-5
 #           (the update does not depend on how examples are spread over ranks); -np 2 with the
 #           AdamW state sharded (optim.zero1) equals -np 2 without, bit for bit.
@@ -78,6 +79,10 @@ EOF
   [[ -f $work/learn/step_000006/COMPLETE ]] || fail "no checkpoint after the last step"
   [[ -s $work/learn/plots/loss.png && -s $work/learn/plots/lr.png ]] || fail "the run drew no loss / lr curves"
   "$dice" sft plot "$work/learn" --out "$work/replot" | grep -q "loss.png" || fail "dice sft plot drew no loss curve"
+  # RL starts from the SFT checkpoint (the pipeline: SFT, then BiC-RL).
+  mpirun -np 1 "$dice" train -c "$src/tests/train/train_test.yaml" --model "$work/learn/step_000006" --out "$work/rl" \
+    --steps 1 --set dist.colocated=true | tee "$work/rl.log"
+  grep -q "^step 1/1" "$work/rl.log" || fail "dice train did not run a step from the SFT checkpoint"
   # The checkpoint is a model the rest of dice reads (eval, sample, train start from it).
   "$dice" ckpt info "$work/learn/step_000006" | grep -q "stage.*sft" || fail "the checkpoint does not record stage sft"
   ;;
