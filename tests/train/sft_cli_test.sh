@@ -78,13 +78,15 @@ assert len(r) == 6 and last < 0.8 * r[0], "the masked-token cross-entropy did no
 EOF
   [[ -f $work/learn/step_000006/COMPLETE ]] || fail "no checkpoint after the last step"
   [[ -s $work/learn/plots/loss.png && -s $work/learn/plots/lr.png ]] || fail "the run drew no loss / lr curves"
-  "$dice" sft plot "$work/learn" --out "$work/replot" | grep -q "loss.png" || fail "dice sft plot drew no loss curve"
+  "$dice" sft plot "$work/learn" --out "$work/replot" > "$work/replot.log"
+  grep -q "loss.png" "$work/replot.log" && [[ -s $work/replot/loss.png ]] || fail "dice sft plot drew no loss curve"
   # RL starts from the SFT checkpoint (the pipeline: SFT, then BiC-RL).
   mpirun -np 1 "$dice" train -c "$src/tests/train/train_test.yaml" --model "$work/learn/step_000006" --out "$work/rl" \
     --steps 1 --set dist.colocated=true | tee "$work/rl.log"
   grep -q "^step 1/1" "$work/rl.log" || fail "dice train did not run a step from the SFT checkpoint"
   # The checkpoint is a model the rest of dice reads (eval, sample, train start from it).
-  "$dice" ckpt info "$work/learn/step_000006" | grep -q "stage.*sft" || fail "the checkpoint does not record stage sft"
+  "$dice" ckpt info "$work/learn/step_000006" > "$work/info.log"
+  grep -q "stage 'sft'" "$work/info.log" || fail "the checkpoint does not record stage sft"
   ;;
 ranks)
   run 1 "$work/np1" "${pairs[@]}" > "$work/np1.log"
@@ -114,8 +116,8 @@ refuse)
     local rc=$?
     set -e
     ((rc != 0)) || fail "accepted: $*"
-    echo "$out" | grep -q -- "$pattern" || { echo "$out"; fail "no sentence matching '$pattern' for: $*"; }
-    echo "$out" | grep -q "^step " && fail "work started before the refusal: $*"
+    grep -q -- "$pattern" <<< "$out" || { echo "$out"; fail "no sentence matching '$pattern' for: $*"; }
+    grep -q "^step " <<< "$out" && fail "work started before the refusal: $*"
     echo "refused ($pattern): $*"
   }
   m=(--model "$work/model")
