@@ -156,15 +156,6 @@ std::string progress_line(const json& r, int64_t total) {
   return s;
 }
 
-void keep_metrics_through(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
-  std::string kept;
-  fs::for_each_line(path, [&](int, const std::string& line) {
-    if (json::parse(line).value("step", int64_t{0}) <= step) kept += line + "\n";
-  });
-  fs::write_file_atomic(path, kept);
-}
-
 std::string rng_state_bytes() {
   auto st = at::detail::getDefaultCPUGenerator().get_state();
   return std::string(reinterpret_cast<const char*>(st.data_ptr()), static_cast<size_t>(st.numel()));

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "dice/ckpt/checkpoint.h"
@@ -62,6 +63,16 @@ std::string plan_run_dir(const std::string& out, const std::string& resume, cons
   verdict = world.broadcast(verdict);
   if (verdict.rfind("error:", 0) == 0) throw Error(verdict.substr(6));
   return verdict.substr(3);
+}
+
+void keep_metrics_through(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::string kept;
+  fs::for_each_line(path, [&](int, const std::string& line) {
+    const auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (rec.is_object() && rec.value("step", int64_t{0}) <= step) kept += line + "\n";
+  });
+  fs::write_file_atomic(path, kept);
 }
 
 void append_line(const std::string& path, const std::string& line) {

@@ -449,14 +449,7 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
   if (world.is_root()) {
     std::filesystem::create_directories(cfg.out);
     fs::write_file_atomic(cfg.out + "/config.yaml", yaml);
-    // Records of steps after the checkpoint (a run cut between checkpoints) are run again.
-    if (fs::exists(metrics_path_)) {
-      std::string kept;
-      fs::for_each_line(metrics_path_, [&](int, const std::string& line) {
-        if (json::parse(line).value("step", int64_t{0}) <= start_step_) kept += line + "\n";
-      });
-      fs::write_file_atomic(metrics_path_, kept);
-    }
+    keep_metrics_through(metrics_path_, start_step_);  // later steps (after the checkpoint) run again
     std::printf("sft: %d rank(s) on %s; %lld examples (%lld dropped as longer than %lld tokens), %lld steps of %lld "
                 "examples (%lld epochs); %s\n",
                 world.size(), device_.str().c_str(), static_cast<long long>(n), static_cast<long long>(dropped_),

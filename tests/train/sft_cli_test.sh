@@ -15,7 +15,8 @@
 #           AdamW state sharded (optim.zero1) equals -np 2 without, bit for bit.
 #   resume  with ZeRO-1 over 2 ranks: a run cut after step 2 (--steps 2) and continued with
 #           --resume auto equals an uninterrupted 4-step run bit for bit (loss, CE, gradient norm,
-#           lr of every step); the checkpoint holds one optimizer shard per rank.
+#           lr of every step), also past a metrics record cut short; the checkpoint holds one
+#           optimizer shard per rank.
 #   refuse  bad setups are refused before any work, each with a sentence.
 set -euo pipefail
 dice=${1:?usage: sft_cli_test.sh DICE SOURCE_DIR SCENARIO}
@@ -103,6 +104,7 @@ resume)
   [[ -f $work/cut/step_000002/COMPLETE && ! -d $work/cut/step_000003 ]] || fail "expected exactly step_000002 after the cut"
   [[ -f $work/cut/step_000002/optim_rank0.h5 && -f $work/cut/step_000002/optim_rank1.h5 ]] ||
     fail "the ZeRO-1 checkpoint lacks one optimizer shard per rank"
+  printf '{"step": 3, "loss": 1.2' >> "$work/cut/metrics.jsonl"  # a record cut short by a kill: dropped on resume
   run 2 "$work/cut" "${pairs[@]}" "${z[@]}" --steps 4 --resume auto | tee "$work/resume.log"
   grep -q "resuming from $work/cut/step_000002" "$work/resume.log" || fail "the rerun did not resume from step_000002"
   compare "$work/full/metrics.jsonl" "$work/cut/metrics.jsonl" 0

@@ -26,6 +26,10 @@ std::string plan_run_dir(const std::string& out, const std::string& resume, cons
 // SIGKILL (a dead rank) or SIGSTOP (a stuck one).
 void inject_fault(const FaultConfig& f, int64_t step, const dist::World& world);
 
+// Keeps the records of metrics.jsonl up to `step` (the checkpoint a run resumes from): the steps
+// after it run again. A line cut short (a run killed while appending) is dropped.
+void keep_metrics_through(const std::string& path, int64_t step);
+
 // Appends one line (a metrics record) to `path`, flushed; a dice::Error when that fails.
 void append_line(const std::string& path, const std::string& line);
 
