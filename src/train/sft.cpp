@@ -256,37 +256,57 @@ SftNoise sft_noise(int64_t response_len, double eps, uint64_t seed, int64_t epoc
   return n;
 }
 
+// Noisy tokens of an example: from the start of the block holding its first response token (the
+// noisy copies of blocks that are all prompt feed no target: only their own block's noisy tokens
+// see them).
+int64_t noisy_start(const SftExample& ex, int64_t block_size) { return ex.prompt_len / block_size * block_size; }
+
 SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
                         const std::vector<std::vector<const SftNoise*>>& noise, int64_t block_size, int64_t pad_id,
                         int64_t mask_id, torch::Device device, const rl::ScoreOptions& so) {
   SftBatch b;
   b.rows = static_cast<int64_t>(rows.size());
+  int64_t Nn = 0, Nc = 0;  // the longest row's noisy and clean parts
   for (const auto& r : rows) {
-    int64_t n = 0;
-    for (const auto* e : r) n += e->size();
-    b.row_tokens = std::max(b.row_tokens, n);
+    int64_t nn = 0, nc = 0;
+    for (const auto* e : r) {
+      nc += e->size();
+      nn += e->size() - noisy_start(*e, block_size);
+    }
+    Nn = std::max(Nn, nn);
+    Nc = std::max(Nc, nc);
   }
-  const int64_t B = b.rows, n = b.row_tokens, T = 2 * n;
+  const int64_t B = b.rows, T = Nn + Nc;
+  b.row_tokens = T;
   auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  auto ids = torch::full({B, T}, pad_id, i64), pos = torch::zeros({B, T}, i64), seg = torch::full({B, n}, -1, i64);
-  auto blk = torch::zeros({B, n}, i64);  // blocks numbered from the example's offset in the row
+  auto ids = torch::full({B, T}, pad_id, i64), pos = torch::zeros({B, T}, i64), seg = torch::full({B, T}, -1, i64);
+  auto blk = torch::zeros({B, T}, i64);  // blocks numbered from the example's offset in the row
+  auto noisy = torch::zeros({B, T}, torch::kBool);
+  noisy.narrow(1, 0, Nn).fill_(true);
   auto ia = ids.accessor<int64_t, 2>(), pa = pos.accessor<int64_t, 2>(), sa = seg.accessor<int64_t, 2>();
   auto ba = blk.accessor<int64_t, 2>();
   std::vector<int64_t> at, tgt;
   std::vector<double> w;
   for (int64_t r = 0; r < B; ++r) {
-    int64_t off = 0;
+    int64_t off = 0, noff = 0;  // offsets of the example in the row's clean and noisy parts
     for (size_t e = 0; e < rows[r].size(); ++e) {
       const SftExample& ex = *rows[r][e];
       const SftNoise& nz = *noise[r][e];
+      const int64_t j0 = noisy_start(ex, block_size);
       for (int64_t j = 0; j < ex.size(); ++j) {
-        const int64_t t = off + j, id = ex.ids[static_cast<size_t>(j)];
+        const int64_t id = ex.ids[static_cast<size_t>(j)], block = (off + j) / block_size;  // off: whole blocks
+        const int64_t c = Nn + off + j;  // clean copy
+        ia[r][c] = id;
+        pa[r][c] = j;
+        sa[r][c] = static_cast<int64_t>(e);
+        ba[r][c] = block;
+        if (j < j0) continue;
+        const int64_t t = noff + j - j0;  // noisy copy
         const bool masked = j >= ex.prompt_len && nz.masked[static_cast<size_t>(j - ex.prompt_len)];
-        ia[r][t] = masked ? mask_id : id;  // noisy copy
-        ia[r][n + t] = id;                 // clean copy
-        pa[r][t] = pa[r][n + t] = j;
+        ia[r][t] = masked ? mask_id : id;
+        pa[r][t] = j;
         sa[r][t] = static_cast<int64_t>(e);
-        ba[r][t] = (off + j) / block_size;  // examples are whole blocks: off is a multiple of the block size
+        ba[r][t] = block;
         if (masked) {
           at.push_back(r * T + t);
           tgt.push_back(id);
@@ -294,15 +314,14 @@ SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
         }
       }
       off += ex.size();
+      noff += ex.size() - j0;
     }
   }
-  if (so.fast) {
-    auto noisy = torch::cat({torch::ones({B, n}, torch::kBool), torch::zeros({B, n}, torch::kBool)}, 1);
-    const model::TokenLayout lay{torch::cat({seg, seg}, 1), torch::cat({blk, blk}, 1), noisy, torch::Tensor()};
-    b.sparse = std::make_shared<model::SparseAttention>(model::block_diffusion_plan(lay, so.attn_chunk, device));
-  } else {
-    b.mask = model::sft_mask(seg, pos.narrow(1, 0, n), block_size).to(device);
-  }
+  // The rule of model::sft_mask over this layout (masks.h): noisy -> noisy of its block and clean
+  // of earlier blocks, clean -> clean of its and earlier blocks, examples apart.
+  const model::TokenLayout lay{seg, blk, noisy, torch::Tensor()};
+  if (so.fast) b.sparse = std::make_shared<model::SparseAttention>(model::block_diffusion_plan(lay, so.attn_chunk, device));
+  else b.mask = model::block_diffusion_mask(lay, lay, /*self_attend=*/true).to(device);
   b.ids = ids.to(device);
   b.positions = pos.to(device);
   b.target_at = torch::tensor(at, i64).to(device);
@@ -550,7 +569,7 @@ json SftRun::step(int64_t s) {
     loss += scaled.item<double>();
     ce += l.ce_sum;
     masked += static_cast<double>(batch.targets.size(0));
-    row_tokens += static_cast<double>(2 * batch.rows * batch.row_tokens);
+    row_tokens += static_cast<double>(batch.rows * batch.row_tokens);
   }
   if (comm_->size() > 1) comm_->all_reduce(grad_flat_);
   const double gnorm = clip_grad_norm_flat(grad_flat_, cfg_.optim.grad_clip);

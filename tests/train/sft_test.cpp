@@ -227,7 +227,11 @@ TEST(SftLossTest, EqualsTheObjectiveWrittenOutAndIgnoresPacking) {
   for (auto x : na.masked) masked += x;
   for (auto x : nb.masked) masked += x;
   EXPECT_EQ(batch.targets.size(0), masked);
-  EXPECT_EQ(batch.ids.size(1), 2 * (a.size() + b.size()));
+  // The clean copy holds both examples; the noisy one only their blocks from the first response
+  // token's (the prompts' earlier blocks feed no target).
+  auto noisy_len = [&](const SftExample& e) { return e.size() - e.prompt_len / W * W; };
+  EXPECT_EQ(batch.ids.size(1), a.size() + b.size() + noisy_len(a) + noisy_len(b));
+  EXPECT_LT(noisy_len(a), a.size());
   EXPECT_TRUE((batch.ids.index_select(1, batch.target_at.remainder(batch.ids.size(1))) == mask_id).all().item<bool>());
 }
 

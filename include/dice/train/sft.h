@@ -174,15 +174,18 @@ struct SftNoise {
 };
 SftNoise sft_noise(int64_t response_len, double eps, uint64_t seed, int64_t epoch, int64_t example);
 
-// Rows of noised examples, on `device`: ids [B, 2n] = [noisy | clean], positions [B, 2n], the
-// attention pattern (so.fast: the block-sparse plan of the same rule, each example's blocks
-// numbered from its offset in the row so that a chunk holds one example; else the dense sft_mask
-// [B, 1, 2n, 2n]), and the loss terms: flat indices into B * 2n of the masked noisy tokens, their
-// clean token ids and weights 1 / p.
+// Rows of noised examples, on `device`: ids [B, T] = [noisy | clean], positions [B, T], the
+// attention pattern, and the loss terms: flat indices into B * T of the masked noisy tokens,
+// their clean token ids and weights 1 / p. The clean part holds every token; the noisy part only
+// the blocks from the one holding an example's first response token (an all-prompt block's noisy
+// copy feeds no target, so leaving it out changes nothing but the work). The pattern is
+// model::sft_mask's rule over this layout: so.fast, the block-sparse plan (each example's blocks
+// numbered from its offset in the row, so that a chunk holds one example); else the dense mask
+// [B, 1, T, T].
 struct SftBatch {
   torch::Tensor ids, positions, mask, target_at, targets, weights;
   std::shared_ptr<model::SparseAttention> sparse;
-  int64_t rows = 0, row_tokens = 0;  // B, n
+  int64_t rows = 0, row_tokens = 0;  // B, T
 };
 SftBatch make_sft_batch(const std::vector<std::vector<const SftExample*>>& rows,
                         const std::vector<std::vector<const SftNoise*>>& noise, int64_t block_size, int64_t pad_id,
