@@ -18,18 +18,25 @@ namespace dice::train {
 
 std::string plan_run_dir(const std::string& out, const std::string& resume, const std::string& yaml,
                          const ModelSource& model, const dist::World& world, run_dir::DirLock& lock,
-                         bool (*affects_results)(const std::string&)) {
+                         bool (*affects_results)(const std::string&), const run_dir::Fingerprint& inputs) {
   std::string verdict;  // "ok:<ckpt>" or "error:<sentence>"
   if (world.is_root()) {
     try {
       run_dir::ensure_writable_dir(out, "the run directory (out)");
       lock = run_dir::lock_dir(out, "the run directory " + out);
-      const run_dir::Fingerprint fp = {{"model", model_identity(model)},
-                                       {"about.model", std::filesystem::absolute(model.dir).lexically_normal().string()}};
+      run_dir::Fingerprint fp = {{"model", model_identity(model)},
+                                 {"about.model", std::filesystem::absolute(model.dir).lexically_normal().string()}};
+      fp.insert(inputs.begin(), inputs.end());
       if (auto then = run_dir::read_fingerprint(out); then && ckpt::find_latest_complete(out, false)) {
         const std::string diff = run_dir::describe_differences(*then, fp);
-        DICE_REQUIRE(diff.empty(), "The run directory ", out, " was started from another model: ", diff,
-                     ". Resuming would mix two experiments; start from the recorded model or pick another --out.");
+        auto then_rest = *then, now_rest = fp;  // what differs besides the model
+        then_rest.erase("model");
+        now_rest.erase("model");
+        const bool model_only = run_dir::describe_differences(then_rest, now_rest).empty();
+        DICE_REQUIRE(diff.empty(), "The run directory ", out, " was started from ",
+                     model_only ? "another model" : "other inputs", ": ", diff,
+                     ". Resuming would mix two experiments; start from the recorded ", model_only ? "model" : "inputs",
+                     " or pick another --out.");
       }
       const std::string recorded = out + "/config.yaml";
       std::string ckpt_dir;

@@ -28,6 +28,7 @@
 #include "dice/train/run_plan.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
+#include "dice/util/hash.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
 
@@ -421,7 +422,17 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
   total_steps_ = steps_per_epoch_ * cfg.epochs;
   warmup_ = static_cast<int64_t>(std::ceil(cfg.optim.warmup_ratio * static_cast<double>(total_steps_)));
   device_ = pick_device(cfg.device, &world, "device");
-  resume_from_ = plan_run_dir(cfg.out, resume, yaml, src_, world, lock_, sft_key_affects_results);
+  // What the examples are (data, template, think prefix, tokenizer, cut-off: all of it ends up here),
+  // recorded in the run directory's fingerprint: a resume on other examples is refused.
+  hash::Sha256 digest;
+  for (const auto& ex : examples_) {
+    digest.update(&ex.prompt_len, sizeof(ex.prompt_len));
+    const int64_t len = ex.size();
+    digest.update(&len, sizeof(len));
+    digest.update(ex.ids.data(), ex.ids.size() * sizeof(int32_t));
+  }
+  const run_dir::Fingerprint inputs = {{"examples", digest.hex_digest()}, {"about.examples", cfg.data.path}};
+  resume_from_ = plan_run_dir(cfg.out, resume, yaml, src_, world, lock_, sft_key_affects_results, inputs);
 
   // ---- the model: fp32 master weights, a compute-dtype copy when that differs ----
   master_.emplace(mcfg, torch::kFloat32, device_);

@@ -132,9 +132,14 @@ refuse)
   # A resume with a config that changes results is refused, naming the key.
   run 1 "$work/r6" "${pairs[@]}" --steps 1 > /dev/null
   expect_refusal "recorded with a different config (optim.lr)" 1 "${m[@]}" --out "$work/r6" "${pairs[@]}" --set optim.lr=0.5
-  # A rerun into that folder from another starting model is refused.
+  # A rerun into that folder from another starting model is refused ...
   "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/other" --seed 2 > /dev/null
   expect_refusal "was started from another model" 1 --model "$work/other" --out "$work/r6" "${pairs[@]}"
+  # ... and so is one on other examples (the same data.path, edited: the fingerprint holds their digest).
+  cp "$work/pairs.jsonl" "$work/pairs.orig"
+  echo '{"prompt": "one more", "response": "example"}' >> "$work/pairs.jsonl"
+  expect_refusal "was started from other inputs: examples" 1 "${m[@]}" --out "$work/r6" "${pairs[@]}"
+  mv "$work/pairs.orig" "$work/pairs.jsonl"
   # A ZeRO-1 checkpoint of 2 ranks cannot be resumed by 1.
   run 2 "$work/r7" "${pairs[@]}" --set optim.zero1=true --steps 1 > /dev/null
   expect_refusal "holds 2 optimizer shard(s); this run needs 1" 1 "${m[@]}" --out "$work/r7" "${pairs[@]}" \

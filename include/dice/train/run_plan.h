@@ -1,8 +1,9 @@
 #pragma once
 // The run directory of a training run (`dice train`, `dice sft`), decided once on rank 0 and told
 // to every rank. It follows dice/util/run_dir.h: writable, locked by rank 0 for the whole run, its
-// fingerprint.json (the starting model's identity) must match on resume, and a resume is refused
-// when the recorded config.yaml differs in a key for which `affects_results` is true.
+// fingerprint.json (the starting model's identity, plus `inputs`: e.g. the digest of SFT's tokenized
+// examples) must match on resume, and a resume is refused when the recorded config.yaml differs
+// in a key for which `affects_results` is true.
 #include <string>
 
 #include "dice/dist/world.h"
@@ -17,7 +18,8 @@ namespace dice::train {
 // from ("" = a fresh start); refusals are dice::Errors on every rank, with the same sentence.
 std::string plan_run_dir(const std::string& out, const std::string& resume, const std::string& yaml,
                          const ModelSource& model, const dist::World& world, run_dir::DirLock& lock,
-                         bool (*affects_results)(const std::string& dotted_key));
+                         bool (*affects_results)(const std::string& dotted_key),
+                         const run_dir::Fingerprint& inputs = {});
 
 // Fault injection (tests): a collective of every rank at the start of `step` (every rank has the
 // same config). When f.kill_at_step == step, and f.once_file (if set) does not exist yet, every rank
