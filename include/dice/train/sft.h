@@ -7,7 +7,8 @@
 //   data: {path: cuke.json, format: auto, think_prefix: true, max_tokens: 6144}
 //   epochs: 3
 //   optim: {lr: 1.0e-5, warmup_ratio: 0.03, examples_per_step: 16, micro_batch_tokens: 16384}
-//   ckpt: {every: 200, keep_last: 3}
+//   ckpt_every: 200
+//   keep_last: 3
 //
 // Data (data.format):
 //   pairs: a JSON array or JSONL of {prompt, response} (CuKe's columns), or alpaca's
@@ -25,22 +26,22 @@
 // most pack_tokens (examples isolated from each other by the mask), rows into micro-batches of at
 // most micro_batch_tokens. Each example's noise is a function of (seed, epoch, example) alone: one
 // t ~ U(0,1), mask probability p = (1 - eps) t + eps, each response token masked with probability
-// p (redrawn up to 10 times while none is, then one forced). The model sees [noisy | clean] with
-// model::sft_mask; the loss is sum over masked tokens of CE / p, divided by the label tokens of the
-// whole step (all ranks), so neither the rank count nor the packing changes the update (up to the
-// order of floating-point sums). The learning rate warms up linearly over the first
+// p (redrawn up to 10 times while none is, then one forced). The model sees [noisy | clean] under
+// model::sft_mask's rule (the learner's block-sparse attention by default; the noisy copy starts at
+// the block of the first response token); the loss is sum over masked tokens of CE / p, divided by
+// the label tokens of the whole step (all ranks), so neither the rank count nor the packing changes
+// the update (up to the order of floating-point sums). The learning rate warms up linearly over the first
 // ceil(warmup_ratio * total steps) steps (step k of w gets lr * k / w), then stays constant.
 //
 // Metrics (metrics.jsonl, one record per step): loss, ce_masked (mean CE over masked tokens, the
 // figure that shows learning), masked/label tokens, lr, grad_norm, throughput, times. Checkpoints
-// are the trainer's format (stage "sft"); --resume auto continues bit for bit.
-#include <cstdint>
-#include <string>
-#include <vector>
-
+// are the trainer's format (stage "sft"); --resume auto continues bit for bit. See docs/sft.md.
 #include <torch/types.h>
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dice/dist/world.h"
 #include "dice/model/masks.h"
