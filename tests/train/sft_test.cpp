@@ -204,7 +204,7 @@ TEST(SftLossTest, EqualsTheObjectiveWrittenOutAndIgnoresPacking) {
   const auto na = sft_noise(a.size() - a.prompt_len, 1e-3, 1, 0, 0), nb = sft_noise(b.size() - b.prompt_len, 1e-3, 1, 0, 1);
   const double ref_a = reference_loss(m, a, na, W, mask_id), ref_b = reference_loss(m, b, nb, W, mask_id);
   for (bool fast : {true, false}) {
-    SCOPED_TRACE(fast ? "fast (block-sparse plan, chunked log-probs)" : "plain (dense sft_mask, full logits)");
+    SCOPED_TRACE(fast ? "fast (block-sparse plan, chunked log-probs)" : "plain (dense mask, full logits)");
     rl::ScoreOptions so;
     so.fast = fast;
     so.attn_chunk = 8;  // several chunks per example
