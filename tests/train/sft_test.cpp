@@ -32,10 +32,16 @@ model::Transformer qwen_vocab_tiny(uint64_t seed) {
   return m;
 }
 
+// The test's data files, in one folder removed when the test program ends.
+struct TempDir {
+  std::string path = fs::make_temp_dir("dice_sft_test_");
+  ~TempDir() { fs::remove_tree(path); }
+};
+
 std::string write_temp(const std::string& name, const std::string& text) {
-  static const std::string dir = fs::make_temp_dir("dice_sft_test_");
-  std::ofstream(dir + "/" + name) << text;
-  return dir + "/" + name;
+  static const TempDir dir;
+  std::ofstream(dir.path + "/" + name) << text;
+  return dir.path + "/" + name;
 }
 
 std::vector<SftText> read(const std::string& path, const std::string& format = "auto") {
