@@ -102,8 +102,7 @@ void run(const JudgeArgs& a) {
   }
   judge::Judge judge(cfg);
   const auto kind = judge::reward_kind_from_name(cfg.reward);
-  log::info("judge: ", jobs.size(), " candidates, ", tasks.size(), " tasks, ", cfg.compile_workers,
-            " compile workers, ", cfg.executors, " executors");
+  log::info("judge: ", jobs.size(), " candidates, ", tasks.size(), " tasks");
   auto line_of = [&](size_t i, const judge::Verdict& v) {
     nlohmann::json j = v;
     j["sample_id"] = cands[i].sample_id;
@@ -158,6 +157,8 @@ void run(const JudgeArgs& a) {
   for (auto& [k, n] : classes) hist += str(" ", k, "=", n);
   log::info("judge: ", correct, "/", verdicts.size(), " correct, ", hits, " build cache hits, ", wall, " s (",
             verdicts.empty() ? 0.0 : 60.0 * verdicts.size() / wall, " candidates/min); classes:", hist);
+  log::info("judge: extensions: ", judge.fast_builds(), " built by the fast builder, ", judge.plain_builds(),
+            " by the plain build (", judge.build_fallbacks(), " of them handed over by the fast builder)");
   log::info("judge: verdicts written to ", a.out);
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "dice/util/error.h"
@@ -108,6 +109,52 @@ void merge_evidence(nlohmann::json& acc, const nlohmann::json& ev) {
 
 }  // namespace
 
+void GpuGate::lock_shared() {
+  std::unique_lock<std::mutex> lk(m_);
+  cv_.wait(lk, [&] { return !writer_ && waiting_writers_ == 0; });
+  ++readers_;
+}
+void GpuGate::unlock_shared() {
+  std::lock_guard<std::mutex> lk(m_);
+  if (--readers_ == 0) cv_.notify_all();
+}
+void GpuGate::lock() {
+  std::unique_lock<std::mutex> lk(m_);
+  ++waiting_writers_;
+  cv_.wait(lk, [&] { return !writer_ && readers_ == 0; });
+  --waiting_writers_;
+  writer_ = true;
+}
+void GpuGate::unlock() {
+  std::lock_guard<std::mutex> lk(m_);
+  writer_ = false;
+  cv_.notify_all();
+}
+
+namespace {
+// One turn on the GPU gate (none without a gate); the seconds spent waiting for it.
+class GpuTurn {
+ public:
+  GpuTurn(GpuGate* gate, bool exclusive) : gate_(gate), exclusive_(exclusive) {
+    if (!gate_) return;
+    Timer t;
+    exclusive_ ? gate_->lock() : gate_->lock_shared();
+    waited_s_ = t.elapsed_s();
+  }
+  ~GpuTurn() {
+    if (gate_) exclusive_ ? gate_->unlock() : gate_->unlock_shared();
+  }
+  GpuTurn(const GpuTurn&) = delete;
+  GpuTurn& operator=(const GpuTurn&) = delete;
+  double waited_s() const { return waited_s_; }
+
+ private:
+  GpuGate* gate_;
+  bool exclusive_;
+  double waited_s_ = 0;
+};
+}  // namespace
+
 // ---- one candidate process ----
 
 class Executor::Candidate {
@@ -176,6 +223,19 @@ class Executor::Candidate {
   void thaw() {
     ::kill(std::stoi(py_), SIGCONT);
     ::kill(-proc_->pid(), SIGCONT);
+  }
+
+  // CPU seconds the interpreter used so far (its threads, and its children it reaped).
+  double cpu_seconds() const {
+    std::string st = read_small_file("/proc/" + py_ + "/stat");
+    size_t r = st.rfind(')');
+    if (r == std::string::npos) return -1;
+    std::istringstream in(st.substr(r + 2));
+    std::string field;
+    double ticks = 0;
+    for (int i = 3; i <= 17 && in >> field; ++i)
+      if (i >= 14) ticks += std::atof(field.c_str());  // utime stime cutime cstime
+    return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
 
   // "" when only the interpreter's own threads run; else what was left (threads, processes).
@@ -263,7 +323,8 @@ std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
 ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
   Timer t;
   ExecOutcome out;
-  const double deadline_s = now_s() + timeout_s;
+  // The limit is the candidate's: it starts when its process is ready and its task is staged, and
+  // the judge's own work (the reference's calls, turns on a shared GPU) is added to it.
   auto seeds_of = [&](const char* key) {
     std::vector<uint64_t> v;
     if (req.contains(key))
@@ -277,7 +338,7 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
   for (auto x : timing) calls.push_back(x);
 
   Pass pass;
-  bool ok = evaluate(req, calls, timed_from, pass, out, deadline_s);
+  bool ok = evaluate(req, calls, timed_from, pass, out, timeout_s);
   nlohmann::json& r = out.reply;
   r["max_abs_error"] = pass.worst;
   if (pass.evidence.is_object()) r["evidence"] = pass.evidence;
@@ -306,7 +367,7 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
         // measured again by a fresh process on fresh inputs; only the host clock can vouch above the bound
         Pass again;
         ExecOutcome second;
-        if (evaluate(req, seeds_of("remeasure_seeds"), 0, again, second, deadline_s)) {
+        if (evaluate(req, seeds_of("remeasure_seeds"), 0, again, second, timeout_s)) {
           double ms2 = median(again.ms);
           double s2 = ms2 > 0 ? median(again.ref_ms) / ms2 : speedup;
           r["remeasured_speedup"] = s2;
@@ -332,13 +393,17 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
 // Loads the candidate in a fresh process and runs every call; false (with out.failure) at the first
 // failure. Calls from index timed_from on are timed.
 bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& seeds, size_t timed_from, Pass& pass,
-                        ExecOutcome& out, double deadline_s) {
+                        ExecOutcome& out, double limit_s) {
   ensure_reference();
   std::unique_ptr<Candidate> cand = take_candidate();
   start_spare();  // the next evaluation's process imports torch while this one runs
+  double deadline_s = now_s() + limit_s + s_.start_timeout_s;  // set again once the candidate is ready
   auto left = [&] { return std::max(0.1, deadline_s - now_s()); };
   auto reference = [&](nlohmann::json msg, nlohmann::json& reply) {
-    if (!ask(*ref_, msg, left() + 30, reply)) {
+    Timer judge_time;  // the reference's calls are the judge's time, not the candidate's
+    const bool answered = ask(*ref_, msg, left() + 30, reply);
+    deadline_s += judge_time.elapsed_s();
+    if (!answered) {
       out.failure = Failure::kJudgeError;
       out.log_tail = "the reference process died: " + tail(ref_->stderr_tail(), 1500);
       ref_.reset();
@@ -351,16 +416,40 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
     }
     return true;
   };
+  // The time limit binds on what the candidate used: past it, a call is a timeout once its process
+  // used that much CPU time itself, or the wall clock passed wall_factor times the limit (a busy
+  // machine slows an honest candidate down; it does not make it a timeout).
+  const double cpu_start = std::max(0.0, cand->cpu_seconds());
+  auto ask_candidate = [&](const nlohmann::json& msg, nlohmann::json& reply) -> int {  // 1 answer, 0 died, -1 timeout
+    if (!cand->proc().write_stdin(msg.dump() + "\n")) return 0;
+    std::string line;
+    for (;;) {
+      const double left = deadline_s - now_s();
+      if (left > 0) {
+        if (cand->proc().read_result_line(line, left)) break;
+        if (now_s() < deadline_s - 0.01) return 0;  // the channel closed: the process ended
+        continue;
+      }
+      const double used = cand->cpu_seconds() - cpu_start;
+      if (used >= limit_s || now_s() >= deadline_s + (s_.wall_factor - 1) * limit_s) return -1;
+      if (cand->proc().read_result_line(line, 0.25)) break;
+      if (!cand->proc().running()) return 0;
+    }
+    reply = nlohmann::json::parse(line, nullptr, false);
+    if (!reply.is_object()) reply = nlohmann::json{{"event", "garbled"}, {"line", tail(line, 300)}};
+    return 1;
+  };
   // The candidate's answer: false (failure set) when it died, timed out, or reported a failure.
   auto candidate = [&](nlohmann::json msg, nlohmann::json& reply, const char* expect) {
-    Timer t;
-    const double limit = deadline_s - now_s();
-    if (limit <= 0 || !ask(cand->proc(), msg, limit, reply)) {
-      const bool timed_out = limit <= 0 || t.elapsed_s() >= limit;
+    const int got = ask_candidate(msg, reply);
+    if (got != 1) {
+      const bool timed_out = got < 0;
+      const double used_cpu = cand->cpu_seconds() - cpu_start;
       auto st = timed_out ? (cand->proc().kill(), proc::ExitStatus{false, -1, SIGKILL, true}) : cand->proc().wait(5);
       if (timed_out || st.timed_out) {
         out.failure = Failure::kTimeout;
-        out.log_tail = "evaluation exceeded its time limit";
+        out.log_tail = str("evaluation exceeded its time limit (", limit_s, " s; the candidate used ",
+                           used_cpu, " s of CPU time)");
       } else if (st.signal == SIGXCPU || st.signal == SIGXFSZ) {
         out.failure = Failure::kResourceLimit;
         out.log_tail = "candidate process " + st.describe();
@@ -409,10 +498,13 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
                   {"xchg", xchg_}, {"record_ops", record_ops}},
                  reply))
     return false;
+  deadline_s = now_s() + limit_s;  // the candidate's time starts now: its process is ready, its task staged
   const std::string in_path = xchg_ + "/in.bin";
   if (timed_from < seeds.size()) {
     // calibration: the protocol's cost in this process, before any candidate code ran in it
     for (int c = 0; c < 3; ++c) {
+      GpuTurn turn(s_.gpu_gate.get(), true);  // measured like a timed call: alone on the GPU
+      deadline_s += turn.waited_s();
       nlohmann::json staged;
       if (!reference({{"cmd", "stage"}, {"seed", seeds[0] ^ (0xCA1 + c)}, {"like", true}}, staged)) return false;
       Timer host;
@@ -425,14 +517,21 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
     DICE_REQUIRE(::truncate(cand->out_path().c_str(), 0) == 0, "cannot truncate ", cand->out_path());
     ::unlink((xchg_ + "/like.bin").c_str());
   }
+  std::optional<GpuTurn> load_turn;  // loading may overlap other slots' untimed work
+  load_turn.emplace(s_.gpu_gate.get(), false);
+  deadline_s += load_turn->waited_s();
   if (!candidate({{"cmd", "load"}, {"candidate", req["candidate"]}, {"cache_root", req["cache_root"]},
                   {"extensions", req.value("extensions", nlohmann::json::object())}, {"init_seed", req["init_seed"]},
                   {"init_path", xchg_ + "/init.bin"}, {"record_ops", record_ops}},
                  reply, "loaded"))
     return false;
   if (!quiet("loading")) return false;
+  load_turn.reset();
   cand->thaw();
   for (size_t k = 0; k < seeds.size(); ++k) {
+    // a timed call (the reference's and the candidate's) runs alone on a shared GPU
+    GpuTurn turn(s_.gpu_gate.get(), k >= timed_from);
+    deadline_s += turn.waited_s();
     nlohmann::json staged;
     const bool record = record_ops && k < timed_from;  // the op recorder's cost stays out of the timed calls
     if (!reference({{"cmd", "stage"}, {"seed", seeds[k]}, {"record", record}}, staged)) return false;

@@ -39,8 +39,8 @@ namespace dice::judge {
 namespace stdfs = std::filesystem;
 
 void JudgeConfig::validate() const {
-  DICE_REQUIRE(compile_workers >= 1, "judge.compile_workers must be >= 1, got ", compile_workers);
-  DICE_REQUIRE(executors >= 1, "judge.executors must be >= 1, got ", executors);
+  DICE_REQUIRE(compile_workers >= 0, "judge.compile_workers must be >= 0 (0 = auto), got ", compile_workers);
+  DICE_REQUIRE(executors >= 0, "judge.executors must be >= 0 (0 = auto), got ", executors);
   DICE_REQUIRE(trials >= 1, "judge.trials must be >= 1, got ", trials);
   DICE_REQUIRE(compile_timeout_s > 0 && exec_timeout_s > 0, "judge timeouts must be positive");
   DICE_REQUIRE(iters >= 1 && warmup >= 0, "judge.iters must be >= 1 and judge.warmup >= 0");
@@ -59,6 +59,18 @@ std::string default_python() {
 }
 
 std::string default_harness_dir() { return std::string(DICE_SOURCE_DIR) + "/src/judge/python"; }
+
+int ranks_on_this_node() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    const char* e = std::getenv(v);
+    if (e && *e) {
+      char* end = nullptr;
+      long n = std::strtol(e, &end, 10);
+      if (end != e && n >= 1 && n <= 4096) return static_cast<int>(n);
+    }
+  }
+  return 1;
+}
 
 namespace {
 
@@ -170,6 +182,25 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   impl_->cuda = cfg_.device == "cuda" || (cfg_.device == "auto" && cuda_available);
   DICE_REQUIRE(!(impl_->cuda && !cuda_available), "judge.device is cuda but torch in ", cfg_.python,
                " sees no GPU");
+  {
+    // Workers and executors from the CPUs this rank may use (the node's, shared by its ranks): builds
+    // take most of them; each executor slot keeps a reference process and a warm candidate process.
+    const int ranks = ranks_on_this_node();
+    const int cpus = std::max(1, proc::cpus_online() / ranks);
+    std::string chosen;
+    if (cfg_.executors == 0) {
+      cfg_.executors = std::clamp(cpus / 4, 1, impl_->cuda ? 4 : 64);
+      chosen += " executors";
+    }
+    if (cfg_.compile_workers == 0) {
+      cfg_.compile_workers = std::max(2, cpus - cfg_.executors);
+      chosen += " compile_workers";
+    }
+    log::info("judge: ", cfg_.compile_workers, " compile workers, ", cfg_.executors, " executor slot(s)",
+              impl_->cuda ? " on one GPU (timed calls one at a time)" : "", "; ", cpus, " CPUs for this rank",
+              ranks > 1 ? str(" (", proc::cpus_online(), " on the node, ", ranks, " ranks)") : std::string(),
+              chosen.empty() ? std::string() : "; chosen automatically:" + chosen);
+  }
   static_checker_ = [this](const Task& task, const std::string& code) {
     return static_check(code, task.device, cfg_.static_checks);
   };
@@ -198,6 +229,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cs.light_cuda = cfg_.light_cuda;
   // A PCH pays off across runs and long runs; a private cache is deleted with this judge.
   cs.precompiled_header = cfg_.precompiled_header && !private_cache;
+  cs.fast_build = cfg_.fast_build;
   cs.extra_cflags = cfg_.extra_cflags;
   cs.extra_cuda_cflags = cfg_.extra_cuda_cflags;
   cs.max_jobs = cfg_.max_jobs;
@@ -237,8 +269,11 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
       log::warn("judge: the sandbox does not hold on this machine (`dice doctor --set device=cuda` shows where)");
     log::info("judge: CUDA executors: ", describe_sandbox(exec_sandbox, impl_->uid_base));
   }
+  // Slots on one GPU take turns for timed calls (a timed call never overlaps other GPU work).
+  auto gate = impl_->cuda && cfg_.executors > 1 ? std::make_shared<GpuGate>() : nullptr;
   for (int i = 0; i < cfg_.executors; ++i) {
     ExecutorSettings es;
+    es.gpu_gate = gate;
     es.python = cfg_.python;
     es.harness_dir = cfg_.harness_dir;
     es.scratch_root = cfg_.scratch_root;
@@ -272,6 +307,9 @@ Judge::~Judge() {
 }
 
 std::string Judge::wait_for_pch() { return impl_->pool->wait_for_pch(); }
+int Judge::fast_builds() const { return impl_->pool->fast_builds(); }
+int Judge::build_fallbacks() const { return impl_->pool->fallbacks(); }
+int Judge::plain_builds() const { return impl_->pool->plain_builds(); }
 
 int Judge::executor_restarts() const {
   int n = 0;
@@ -291,8 +329,11 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
 
   auto finish = [&](size_t i) {  // caller holds mu
     ++done;
-    if (on_verdict) on_verdict(i, verdicts[i]);
-    if (progress) progress(done, n);
+    // After a signal began our own shutdown, what ends is cut short, not judged: nothing is reported.
+    if (!cleanup::shutting_down()) {
+      if (on_verdict) on_verdict(i, verdicts[i]);
+      if (progress) progress(done, n);
+    }
     cv.notify_all();
   };
 
@@ -429,6 +470,7 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     std::unique_lock<std::mutex> lk(mu);
     cv.wait(lk, [&] { return done == n; });
   }
+  if (cleanup::shutting_down()) cleanup::park();  // the handler ends the process: return nothing
   return verdicts;
 }
 

@@ -80,7 +80,7 @@ bool runtime_only_key(const std::string& k) {
   // forward pass, and so the samples.
   static const std::vector<std::string> neutral = {
       "judge.python", "judge.harness_dir", "judge.scratch_root", "judge.cache_root", "judge.compile_workers",
-      "judge.executors", "judge.max_jobs", "judge.precompiled_header", "judge.light_headers",
+      "judge.executors", "judge.max_jobs", "judge.precompiled_header", "judge.light_headers", "judge.fast_build",
       "sampler.time_phases", "sampler.max_graphs"};
   for (const auto& n : neutral)
     if (k == n) return true;

@@ -67,7 +67,10 @@ void remove_path(const char* p) {
   ::rmdir(p);
 }
 
+std::atomic<bool> g_shutting_down{false};
+
 void on_signal(int sig) {
+  g_shutting_down.store(true, std::memory_order_seq_cst);  // before any child dies of what follows
   // children first (whole groups: a sandbox's pid-namespace init and what it runs), then wait
   // for them, so that no write lands after the removal below
   for (auto& p : g_procs) {
@@ -126,6 +129,12 @@ int register_process(int pid) {
 
 void unregister_process(int slot) {
   if (slot >= 0 && slot < kProcs) g_procs[slot].store(0, std::memory_order_release);
+}
+
+bool shutting_down() { return g_shutting_down.load(std::memory_order_seq_cst); }
+
+void park() {
+  for (;;) ::pause();
 }
 
 void install_signal_cleanup() {

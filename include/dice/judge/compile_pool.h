@@ -9,6 +9,7 @@
 // candidate code (ext.py build, as its own uid), copies the .so into <cache_root>/<key>/ and
 // answers with the key. Sandboxed processes can only read the cache, so no candidate can plant a
 // binary under the key of another candidate's sources.
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -48,6 +49,9 @@ struct CompileSettings {
   // submit(), outside the sandbox: it compiles only the judge's own header); builds started after
   // it is ready use it.
   bool precompiled_header = true;
+  // Build through fastbuild.py when the PCH directory holds its recipe: no torch import, no ninja,
+  // a .cu's device code without the torch headers; what it does not understand is built as written.
+  bool fast_build = true;
 };
 
 struct CompileResult {
@@ -76,6 +80,10 @@ class CompilePool {
   std::string job_key(const std::string& code) const;
   // Starts the PCH build if needed and blocks until it ended; its directory, "" when there is none.
   std::string wait_for_pch();
+  // Extensions built so far by the fast builder, and builds it handed to the plain builder.
+  int fast_builds() const { return fast_builds_.load(); }
+  int fallbacks() const { return fallbacks_.load(); }
+  int plain_builds() const { return plain_builds_.load(); }  // fallbacks included
 
  private:
   struct Job {
@@ -93,6 +101,7 @@ class CompilePool {
     Failure failure = Failure::kNone;
     std::string key, log;
     bool cache_hit = true;
+    bool fast = false;  // built by fastbuild.py
     double seconds = 0;
   };
   void worker(int index);
@@ -118,6 +127,7 @@ class CompilePool {
   bool pch_done_ = false;
   std::string pch_dir_;    // guarded by mu_
   std::thread pch_thread_;
+  std::atomic<int> fast_builds_{0}, fallbacks_{0}, plain_builds_{0};
 };
 
 }  // namespace dice::judge

@@ -15,7 +15,9 @@
 // the output. Timing: the candidate's own clock is cross-checked against the executor's host clock
 // (calibrated by the reference, timed by the same code on inputs of the same sizes); a speedup above
 // `plausible_speedup` is measured again in a fresh process and flagged.
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,23 @@
 
 namespace dice::judge {
 
+// The GPU's turns between executor slots that share it: untimed work (loading, correctness trials,
+// comparisons) may overlap; a timed call (the reference's and the candidate's, with their
+// calibration) runs alone. Fair: a waiting timed call holds back new untimed work.
+class GpuGate {
+ public:
+  void lock_shared();
+  void unlock_shared();
+  void lock();
+  void unlock();
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int readers_ = 0, waiting_writers_ = 0;
+  bool writer_ = false;
+};
+
 struct ExecutorSettings {
   std::string python;
   std::string harness_dir;
@@ -35,6 +54,10 @@ struct ExecutorSettings {
   bool cuda = false;
   double start_timeout_s = 120;  // interpreter + torch import
   double plausible_speedup = 10;  // above: measured again in a fresh process, flagged
+  // A call past its time limit is a timeout only once the candidate itself used that much CPU time,
+  // or the wall clock passed `wall_factor` times the limit: a busy machine is not the candidate's fault.
+  double wall_factor = 3;
+  std::shared_ptr<GpuGate> gpu_gate;  // shared by the slots on one GPU (null: no turns)
   SandboxConfig sandbox;
   int uid = -1;
 };

@@ -28,8 +28,8 @@ struct JudgeConfig {
   std::string scratch_root = "";      // "" = a fresh temp dir
   std::string cache_root = "";        // "" = <scratch_root>/cache (set it to keep builds across runs)
   std::string device = "auto";        // auto | cpu | cuda: which tasks this judge serves
-  int compile_workers = 2;
-  int executors = 1;
+  int compile_workers = 0;            // 0 = auto: the CPUs this rank may use, less the executors (>= 2)
+  int executors = 0;                  // 0 = auto: a quarter of those CPUs, at most 4 per GPU (>= 1)
   double compile_timeout_s = 300;
   double exec_timeout_s = 60;
   int trials = 3;                     // correctness trials, each with a fresh hidden seed
@@ -45,6 +45,8 @@ struct JudgeConfig {
   bool light_cuda = false;            // .cu files: first without their own torch/extension.h (nvcc has no PCH)
   bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
                                       // (ext.py); only with a cache_root that outlives the judge
+  bool fast_build = true;             // fastbuild.py (needs the PCH): no torch import or ninja per build,
+                                      // a .cu's device code built without the torch headers
   std::vector<std::string> extra_cflags;
   std::vector<std::string> extra_cuda_cflags;
   int max_jobs = 2;                   // ninja jobs per build
@@ -61,8 +63,9 @@ struct JudgeConfig {
     v("scratch_root", scratch_root, "where scratch dirs are made");
     v("cache_root", cache_root, "content-addressed build cache");
     v.choice("device", device, {"auto", "cpu", "cuda"}, "device the candidates run on");
-    v("compile_workers", compile_workers, "parallel builds");
-    v("executors", executors, "executor processes (one per GPU or CPU slot)");
+    v("compile_workers", compile_workers, "parallel builds (0 = auto from the CPUs this rank may use)");
+    v("executors", executors, "executor slots, each a reference process and fresh candidate processes "
+                              "(0 = auto; on a GPU their timed calls never overlap)");
     v("compile_timeout_s", compile_timeout_s, "wall limit per build");
     v("exec_timeout_s", exec_timeout_s, "wall limit per evaluation");
     v("trials", trials, "correctness trials with fresh seeds");
@@ -80,6 +83,8 @@ struct JudgeConfig {
     v("light_headers", light_headers, "without a precompiled header: try lighter torch headers first");
     v("light_cuda", light_cuda, "compile .cu files first without their torch/extension.h include, then as written");
     v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");
+    v("fast_build", fast_build, "build with fastbuild.py when the precompiled header is ready (falls back to "
+                                "the plain load_inline build for what it does not understand)");
     v("extra_cflags", extra_cflags, "judge-added C++ flags (part of the cache key)");
     v("extra_cuda_cflags", extra_cuda_cflags, "judge-added nvcc flags (part of the cache key)");
     v("max_jobs", max_jobs, "ninja jobs per build");
@@ -127,6 +132,10 @@ class Judge {
   int executor_restarts() const;
   // Blocks until the compile pool's background PCH build ended; its directory ("" = none).
   std::string wait_for_pch();
+  // Builds made by the fast builder, and builds it handed to the plain builder, so far.
+  int fast_builds() const;
+  int build_fallbacks() const;
+  int plain_builds() const;  // fallbacks included
 
  private:
   struct Impl;

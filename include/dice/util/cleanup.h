@@ -26,6 +26,13 @@ void unregister_process(int slot);
 // Installs the SIGINT/SIGTERM/SIGHUP handler (once; the dice executable calls it from main).
 void install_signal_cleanup();
 
+// True from the moment the handler starts (before it kills any child): work that ends after this
+// was cut short by our own shutdown, and must not be reported as a result (a build or an
+// evaluation whose process the handler killed is not the candidate's failure).
+bool shutting_down();
+// Blocks the calling thread until the handler ends the process (call only when shutting_down()).
+[[noreturn]] void park();
+
 class ScratchGuard {
  public:
   explicit ScratchGuard(const std::string& path) : slot_(register_path(path)) {}

@@ -42,6 +42,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -52,8 +53,14 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-PCH_RECIPE = "dice-pch-3"
+from extflags import forbidden_flag, normalize  # noqa: F401 (re-exported)
+
+PCH_RECIPE = "dice-pch-4"
 PCH_HEADER = "dice_full.h"
+# The host part of a candidate's .cu (fastbuild.py): torch and the CUDA headers such code includes.
+HOST_PCH_HEADER = "dice_cuda_host.h"
+HOST_HEADERS = ["torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAException.h",
+                "ATen/ATen.h", "cuda.h", "cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "vector", "algorithm", "cmath"]
 LIGHT_HEADER = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>"
 FULL_HEADER = "#include <torch/extension.h>"
 # A CUDA source's own #include of torch/extension.h (left out of the .cu with light_cuda).
@@ -72,41 +79,6 @@ class BuildError(RuntimeError):
     def __init__(self, log):
         super().__init__("extension build failed")
         self.log = log
-
-
-def _as_list(x):
-    if x is None:
-        return []
-    if isinstance(x, str):
-        return [x]
-    return [str(v) for v in x]
-
-
-def _functions(functions):
-    if functions is None:
-        return None
-    if isinstance(functions, str):
-        functions = [functions]
-    if isinstance(functions, (list, tuple)):
-        return {str(f): str(f) for f in functions}
-    if isinstance(functions, dict):
-        return {str(k): str(v) for k, v in functions.items()}
-    raise ValueError("load_inline: functions must be a list or dict, got %s" % type(functions).__name__)
-
-
-def normalize(kw):
-    with_cuda = kw.get("with_cuda")
-    return {
-        "cpp_sources": _as_list(kw.get("cpp_sources")),
-        "cuda_sources": _as_list(kw.get("cuda_sources")),
-        "functions": _functions(kw.get("functions")),
-        "extra_cflags": _as_list(kw.get("extra_cflags")),
-        "extra_cuda_cflags": _as_list(kw.get("extra_cuda_cflags")),
-        "extra_ldflags": _as_list(kw.get("extra_ldflags")),
-        "extra_include_paths": _as_list(kw.get("extra_include_paths")),
-        "with_cuda": None if with_cuda is None else bool(with_cuda),
-        "with_pytorch_error_handling": bool(kw.get("with_pytorch_error_handling", True)),
-    }
 
 
 def digest_of(norm):
@@ -167,6 +139,26 @@ def _write_sources(d, norm, header, light_cu=False):
     return paths
 
 
+_bind = {}  # the dice_bind_py module (loaded once per process)
+
+
+def import_bound(name, so, binding):
+    """A fast-built extension (no PyInit: a dice_bind table) as a module of its functions."""
+    if binding not in _bind:
+        _bind[binding] = import_so(os.path.basename(binding)[:-3], binding)
+    b = _bind[binding]
+    lib = b.open(so)
+    mod = type(sys)(name)
+    mod.__file__ = so
+    for i, (fname, doc, _codes) in enumerate(b.table(lib)):
+        def fn(*args, _i=i):
+            return b.call(lib, _i, args)
+        fn.__name__ = fn.__qualname__ = fname
+        fn.__doc__ = doc
+        setattr(mod, fname, fn)
+    return mod
+
+
 def import_so(name, so):
     loader = importlib.machinery.ExtensionFileLoader(name, so)
     spec = importlib.util.spec_from_file_location(name, so, loader=loader)
@@ -178,33 +170,6 @@ def import_so(name, so):
 def _meta(final):
     with open(os.path.join(final, "meta.json")) as fh:
         return json.load(fh)
-
-
-# The build runs through ninja and a shell: flags may hold only these characters (no quoting,
-# substitution, redirection or command separators) ...
-_SAFE_FLAG = re.compile(r"^[A-Za-z0-9_\-=+.,/: ]*$")
-# ... and no option that makes g++ / nvcc / the linker run or load another program, or read more
-# options from a file (e.g. one of the candidate's own sources).
-_FORBIDDEN = re.compile(r"^(-wrapper|-fplugin|-B(?!symbolic|static|dynamic|group|no-symbolic)|-specs|--specs|-ccbin"
-                        r"|--compiler-bindir|-run|--run|--ld-path|-fuse-ld=/|--plugin|-plugin|-load|-Xclang"
-                        r"|--options-file|-optf)")
-
-
-def forbidden_flag(norm):
-    """The first flag that is not allowed, or None (also looks inside -Xcompiler / -Wl, lists)."""
-    for field in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths"):
-        for flag in norm[field]:
-            if not _SAFE_FLAG.match(flag) or "@" in flag:
-                return flag
-            parts = [flag] + re.split(r"[,\s=]+", flag)
-            if field == "extra_include_paths":
-                parts = [p for p in parts[1:] if p.startswith("-")]  # a path is fine, an option is not
-                if parts:
-                    return flag
-            for part in parts:
-                if part and _FORBIDDEN.match(part):
-                    return flag
-    return None
 
 
 def build(norm, key, s, out_dir):
@@ -287,6 +252,8 @@ def install(settings, request_build=None):
         meta = _meta(final)
         rec.update(key=key, name=meta["name"], header=meta["header"], so=os.path.join(final, meta["so"]))
         calls.append(rec)
+        if meta.get("binding"):  # written by the judge: its own module in its own PCH directory
+            return import_bound(meta["name"], rec["so"], meta["binding"])
         return import_so(meta["name"], rec["so"])
 
     cppext.load_inline = load_inline
@@ -302,12 +269,41 @@ def _owned_and_private(path):
         and not stat.S_ISLNK(st.st_mode)
 
 
-def _ninja_compile_command(bdir):
-    """cxx + cflags + post_cflags of the .cpp compile rule torch wrote, minus the module name."""
+def _ninja_vars(bdir):
     text = open(os.path.join(bdir, "build.ninja")).read()
-    var = lambda k: (re.search(r"^%s = ?(.*)$" % k, text, re.M) or [None, ""])[1]  # noqa: E731
-    cflags = re.sub(r"-DTORCH_EXTENSION_NAME=\S+", "", var("cflags"))
-    return var("cxx") or "c++", cflags, var("post_cflags")
+    return lambda k: (re.search(r"^%s = ?(.*)$" % k, text, re.M) or [None, ""])[1]  # noqa: E731
+
+
+# Marker flags of the probe build: where torch puts a candidate's extra flags, include paths and
+# linker flags in its commands (recipe.json keeps the commands with placeholders there).
+_MARK_CFLAGS, _MARK_CUDA, _MARK_INC, _MARK_LD = "-DDICE_MARK_CFLAGS", "-DDICE_MARK_CUDA", "/dice_mark_inc", "-L/dice_mark_ld"
+
+
+def _recipe(bdir, probe_name, cuda):
+    """The compile and link commands torch used for the probe, as templates (fastbuild.py fills them)."""
+    var = _ninja_vars(bdir)
+    name_re = re.compile(r"-DTORCH_EXTENSION_NAME=%s\b" % re.escape(probe_name))
+
+    def template(flags, mark):
+        flags = name_re.sub("-DTORCH_EXTENSION_NAME={name}", flags)
+        flags = flags.replace("-I" + _MARK_INC, "{inc}").replace("-isystem " + _MARK_INC, "{inc}")
+        if mark not in flags or "{inc}" not in flags or "{name}" not in flags:
+            raise RuntimeError("cannot read the probe's build commands (markers missing): " + flags)
+        return flags.replace(mark, "{extra}")
+
+    cxx = var("cxx") or "c++"
+    cflags = template(var("cflags"), _MARK_CFLAGS)
+    recipe = {"cpp_compile": "%s %s -c {src} -o {obj} %s" % (cxx, cflags, var("post_cflags")),
+              "link": "%s {objs} %s -o {so}" % (cxx, var("ldflags").replace(_MARK_LD, "{extra}"))}
+    if "{extra}" not in recipe["link"]:
+        raise RuntimeError("cannot read the probe's link command: " + var("ldflags"))
+    if cuda:
+        cuda_cflags = template(var("cuda_cflags"), _MARK_CUDA)
+        recipe["cuda_compile"] = "%s %s -c {src} -o {obj} %s" % (var("nvcc"), cuda_cflags, var("cuda_post_cflags"))
+        # the host part of a .cu, compiled by g++: the .cpp flags plus the defines nvcc gets
+        defines = [f for f in shlex.split(var("cuda_cflags")) if f.startswith("-D__CUDA_NO")]
+        recipe["host_compile"] = "%s %s %s -c {src} -o {obj} %s" % (cxx, cflags, " ".join(defines), var("post_cflags"))
+    return recipe
 
 
 def make_pch(cache_root, toolchain, cuda):
@@ -344,6 +340,48 @@ def make_pch(cache_root, toolchain, cuda):
         return d if used else ""
 
 
+def _precompile(cmd_prefix, post, header_path, gch_dir, cwd):
+    """g++ -x c++-header into gch_dir: one unoptimised (the load_inline default) and one -O2 variant,
+    which g++ also accepts under -O1 and -O3 (candidates often pass -O3; -Os and -march=... fall back
+    to the header text). Returns the running jobs."""
+    os.makedirs(gch_dir, mode=0o755)
+    return [subprocess.Popen("%s %s -x c++-header %s -o %s %s" % (cmd_prefix, opt, header_path,
+                                                                  os.path.join(gch_dir, tag + ".gch"), post),
+                             shell=True, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            for tag, opt in (("O0", ""), ("O2", "-O2"))]
+
+
+def _pch_used(cmd_prefix, post, inc_dir, header, gch_dir, cwd):
+    """Whether g++ reads header from its PCH (g++ -H marks it with '! ') at -O0 and -O3."""
+    test = os.path.join(cwd, "use_%s.cpp" % os.path.basename(header).replace(".", "_"))
+    with open(test, "w") as fh:
+        fh.write('#include "%s"\nint dice_use;\n' % header)
+    for opt in ("", "-O3"):
+        r = subprocess.run("%s %s -I%s -H -fsyntax-only %s %s" % (cmd_prefix, opt, inc_dir, test, post), shell=True,
+                           cwd=cwd, capture_output=True, text=True)
+        if r.returncode != 0 or ("! " + gch_dir) not in r.stderr:
+            return False
+    return True
+
+
+def _build_binding(d, key, cuda):
+    """dice_bind_py (the one pybind11 module that calls fast-built extensions) and dice_bind.h
+    (what their main.cpp includes) in the PCH directory; the module's path, or "" when it does not
+    build (fast builds then keep load_inline's pybind11 main.cpp)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    bdir = os.path.join(d, "bind")
+    os.makedirs(bdir, mode=0o755)
+    shutil.copy(os.path.join(here, "dice_bind.h"), os.path.join(d, "dice_bind.h"))
+    name = "dice_bind_py_%s" % key[:12]
+    try:
+        cppext.load(name, [os.path.join(here, "dice_bind_py.cpp")], extra_include_paths=[d], build_directory=bdir,
+                    verbose=False, with_cuda=bool(cuda), is_python_module=True)
+    except Exception:  # noqa: BLE001 -- no binding module: fast builds keep the pybind11 main.cpp
+        return ""
+    so = os.path.join(bdir, name + ".so")
+    return so if os.path.exists(so) else ""
+
+
 def _build_pch(d, key, cuda):
     tmp = tempfile.mkdtemp(prefix="probe.", dir=d)
     os.environ["TMPDIR"] = tmp  # the compilers' temp files: the caller's TMPDIR may vanish meanwhile
@@ -357,35 +395,43 @@ def _build_pch(d, key, cuda):
             srcs.append(os.path.join(tmp, "probe.cu"))
             with open(srcs[1], "w") as fh:
                 fh.write("__global__ void dice_probe_kernel(int* p) { *p = 1; }\n")
-        cppext.load(name, srcs, build_directory=tmp, verbose=False, with_cuda=bool(cuda), is_python_module=True)
-        cxx, cflags, post = _ninja_compile_command(tmp)
+        cppext.load(name, srcs, build_directory=tmp, verbose=False, with_cuda=bool(cuda), is_python_module=True,
+                    extra_cflags=[_MARK_CFLAGS], extra_cuda_cflags=[_MARK_CUDA], extra_ldflags=[_MARK_LD],
+                    extra_include_paths=[_MARK_INC])
+        recipe = _recipe(tmp, name, cuda)
+        prefix, post = recipe["cpp_compile"].split(" -c {src}", 1)
+        post = post.replace(" -o {obj}", "", 1)
+        plain = prefix.replace("-DTORCH_EXTENSION_NAME={name}", "").replace("{inc}", "").replace("{extra}", "")
         with open(os.path.join(d, PCH_HEADER), "w") as fh:
             fh.write(FULL_HEADER + "\n")
-        # A .gch directory: g++ takes the first file in it that fits the flags. One unoptimised (the
-        # load_inline default) and one -O2, which g++ also accepts under -O1 and -O3 (candidates
-        # often pass extra_cflags=["-O3"]; -Os and -march=... fall back to the header text).
         gch = os.path.join(d, PCH_HEADER + ".gch")
-        os.makedirs(gch, mode=0o755)
-        jobs = [subprocess.Popen("%s %s %s -x c++-header %s -o %s %s" % (cxx, cflags, opt, os.path.join(d, PCH_HEADER),
-                                                                         os.path.join(gch, tag + ".gch"), post),
-                                 shell=True, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                for tag, opt in (("O0", ""), ("O2", "-O2"))]  # both at once: they take ~40 s each
-        errors = [j.communicate()[1] for j in jobs]
-        for j, err in zip(jobs, errors):
+        jobs = _precompile(plain, post, os.path.join(d, PCH_HEADER), gch, tmp)
+        host_jobs, host_dir = [], os.path.join(d, "host")
+        if cuda:  # a second header for fastbuild.py's host part, with the .cu's defines
+            os.makedirs(host_dir, mode=0o755)
+            hprefix = recipe["host_compile"].split(" -c {src}", 1)[0]
+            hplain = hprefix.replace("-DTORCH_EXTENSION_NAME={name}", "").replace("{inc}", "").replace("{extra}", "")
+            with open(os.path.join(host_dir, HOST_PCH_HEADER), "w") as fh:
+                fh.write("".join("#include <%s>\n" % h for h in HOST_HEADERS))
+            host_jobs = _precompile(hplain, post, os.path.join(host_dir, HOST_PCH_HEADER),
+                                    os.path.join(host_dir, HOST_PCH_HEADER + ".gch"), tmp)
+        errors = [j.communicate()[1] for j in jobs + host_jobs]  # all at once: they take ~30-40 s each
+        for j, err in zip(jobs + host_jobs, errors):
             if j.returncode != 0:
                 raise RuntimeError("g++ could not precompile the header: " + err.decode(errors="replace")[-2000:])
-        # g++ -H marks a header it took from a usable PCH with "! "
-        test = os.path.join(tmp, "use.cpp")
-        with open(test, "w") as fh:
-            fh.write('#include "%s"\nint dice_use;\n' % PCH_HEADER)
-        used = True
-        for opt in ("", "-O3"):
-            r = subprocess.run("%s %s %s -I%s -H -fsyntax-only %s %s" % (cxx, cflags, opt, d, test, post), shell=True,
-                               cwd=tmp, capture_output=True, text=True)
-            used = used and r.returncode == 0 and ("! " + gch) in r.stderr
+        used = _pch_used(plain, post, d, PCH_HEADER, gch, tmp)
         if not used:
             shutil.rmtree(gch)
-        return used
+            return False
+        if cuda and _pch_used(hplain, post, host_dir, HOST_PCH_HEADER,
+                              os.path.join(host_dir, HOST_PCH_HEADER + ".gch"), tmp):
+            recipe["host_pch"] = host_dir
+        binding = _build_binding(d, key, cuda)
+        if binding:
+            recipe["binding"] = binding
+        with open(os.path.join(d, "recipe.json"), "w") as fh:  # the fast builder's commands
+            json.dump(recipe, fh, indent=1)
+        return True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

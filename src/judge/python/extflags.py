@@ -1,0 +1,68 @@
+"""load_inline arguments as the judge sees them, without importing torch (ext.py, fastbuild.py).
+
+normalize(kwargs) -> the normalised call (the bytes a build's cache key is computed from);
+forbidden_flag(norm) -> the first compiler/linker flag that is not allowed, or None.
+"""
+import re
+
+
+def _as_list(x):
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [x]
+    return [str(v) for v in x]
+
+
+def _functions(functions):
+    if functions is None:
+        return None
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, (list, tuple)):
+        return {str(f): str(f) for f in functions}
+    if isinstance(functions, dict):
+        return {str(k): str(v) for k, v in functions.items()}
+    raise ValueError("load_inline: functions must be a list or dict, got %s" % type(functions).__name__)
+
+
+def normalize(kw):
+    with_cuda = kw.get("with_cuda")
+    return {
+        "cpp_sources": _as_list(kw.get("cpp_sources")),
+        "cuda_sources": _as_list(kw.get("cuda_sources")),
+        "functions": _functions(kw.get("functions")),
+        "extra_cflags": _as_list(kw.get("extra_cflags")),
+        "extra_cuda_cflags": _as_list(kw.get("extra_cuda_cflags")),
+        "extra_ldflags": _as_list(kw.get("extra_ldflags")),
+        "extra_include_paths": _as_list(kw.get("extra_include_paths")),
+        "with_cuda": None if with_cuda is None else bool(with_cuda),
+        "with_pytorch_error_handling": bool(kw.get("with_pytorch_error_handling", True)),
+    }
+
+
+# The build runs through ninja and a shell: flags may hold only these characters (no quoting,
+# substitution, redirection or command separators) ...
+_SAFE_FLAG = re.compile(r"^[A-Za-z0-9_\-=+.,/: ]*$")
+# ... and no option that makes g++ / nvcc / the linker run or load another program, or read more
+# options from a file (e.g. one of the candidate's own sources).
+_FORBIDDEN = re.compile(r"^(-wrapper|-fplugin|-B(?!symbolic|static|dynamic|group|no-symbolic)|-specs|--specs|-ccbin"
+                        r"|--compiler-bindir|-run|--run|--ld-path|-fuse-ld=/|--plugin|-plugin|-load|-Xclang"
+                        r"|--options-file|-optf)")
+
+
+def forbidden_flag(norm):
+    """The first flag that is not allowed, or None (also looks inside -Xcompiler / -Wl, lists)."""
+    for field in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths"):
+        for flag in norm[field]:
+            if not _SAFE_FLAG.match(flag) or "@" in flag:
+                return flag
+            parts = [flag] + re.split(r"[,\s=]+", flag)
+            if field == "extra_include_paths":
+                parts = [p for p in parts[1:] if p.startswith("-")]  # a path is fine, an option is not
+                if parts:
+                    return flag
+            for part in parts:
+                if part and _FORBIDDEN.match(part):
+                    return flag
+    return None

@@ -1,0 +1,326 @@
+"""The fast builder (src/judge/python/fastbuild.py).
+
+  fastbuild_test.py split   the .cu split on every built-in CUDA solution and on sources written to
+                            break it: host and device parts, launches lowered as nvcc lowers them,
+                            what must fall back to the plain build, nvcc flags' host meaning
+  fastbuild_test.py bind    a CPU extension built with the dice_bind table (no pybind11 module) and
+                            the same sources built by load_inline: every call gives the same result,
+                            and every wrong call the same exception type
+  fastbuild_test.py build   a CUDA candidate (plain, static, namespaced and template kernels, a
+                            launch inside a macro) built by fastbuild.build with this machine's nvcc,
+                            g++ and torch headers, linked, imported, and called up to its launch
+                            (no GPU here: the CUDA runtime's own error must come back from the launch)
+Exit 77 (ctest: skipped) for `build` when nvcc is not installed.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "src", "judge", "python"))
+import fastbuild as fb  # noqa: E402
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+
+TRICKY = PRELUDE + r'''
+#include <torch/extension.h>
+#include <vector>
+// a comment with a launch k<<<1, 1>>>(x) and a brace {
+#define BLOCK 128
+#define LAUNCH_FILL(p, n) fill_kernel<<<((n) + BLOCK - 1) / BLOCK, BLOCK>>>(p, n)
+const char* kNote = "not a launch: k<<<1,1>>>() {";
+const char* kRaw = R"x(raw { text <<< )x";
+constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+__host__ __device__ float twice(float v) { return 2.f * v; }
+__host__ __device__ inline float thrice(float v) { return 3.f * v; }
+__device__ float sq(float v) { return v * v; }
+namespace ops {
+__global__ void scale_kernel(float* p, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = twice(p[i]) * s;
+}
+}  // namespace ops
+static __global__ void fill_kernel(float* p, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = sq(1.f) + thrice(0.f);
+}
+template <typename T, int kVec>
+__global__ void __launch_bounds__(256) cast_kernel(const T* __restrict__ x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = static_cast<float>(x[i]) * kVec;
+}
+struct Params { int n; float s; };
+torch::Tensor run(torch::Tensor x) {
+  auto y = torch::empty({x.numel()}, x.options().dtype(torch::kFloat));
+  int n = static_cast<int>(x.numel());
+  LAUNCH_FILL(y.data_ptr<float>(), n);
+  ops::scale_kernel<<<ceil_div(n, 256), 256, 0, 0>>>(y.data_ptr<float>(), twice(1.f), n);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "cast", [&] {
+    cast_kernel<scalar_t, 2><<<ceil_div(n, 256), 256>>>(x.data_ptr<scalar_t>(), y.data_ptr<float>(), n);
+  });
+  cudaError_t err = cudaGetLastError();
+  TORCH_CHECK(err == cudaSuccess, "launch failed: ", cudaGetErrorString(err));
+  return y;
+}
+'''
+
+
+def test_split():
+    tasks = [json.loads(l) for l in open(os.path.join(ROOT, "configs", "tasks", "builtin_cuda.jsonl"))]
+    for t in tasks:
+        src = re.search(r'cuda_source = r"""(.*?)"""', t["solution"], re.S).group(1)
+        try:
+            dev, host, info = fb.split_cuda(PRELUDE + src)
+        except fb.Unsupported as e:
+            check(False, "%s: not split: %s" % (t["id"], e))
+            continue
+        check(info["kernels"] and info["launches"] >= 1, "%s: kernels and launches found" % t["id"])
+        check("<<<" not in host and fb.LAUNCH_CONFIG in host, "%s: every launch lowered in the host part" % t["id"])
+        check("torch::" not in dev and "#include <torch" not in dev, "%s: no torch in the device part" % t["id"])
+        check("__global__" in dev and "{" in dev, "%s: kernels defined in the device part" % t["id"])
+        for k in info["kernels"]:
+            m = re.search(r"__global__[^;{]*\b%s\s*\([^;{]*\)\s*;" % k, host)
+            check(m is not None, "%s: kernel %s only declared in the host part" % (t["id"], k))
+
+    dev, host, info = fb.split_cuda(TRICKY)
+    check(info["kernels"] == ["cast_kernel", "fill_kernel", "scale_kernel"], "tricky: kernels %s" % info["kernels"])
+    check(info["templates"] == ["cast_kernel"], "tricky: template kernels %s" % info["templates"])
+    check(info["launches"] == 3, "tricky: 3 launches (one in a macro), got %d" % info["launches"])
+    check("k<<<1, 1>>>(x)" not in host and 'not a launch: k<<<1,1>>>() {' in host,
+          "tricky: comments dropped from the scan, strings kept as written")
+    check("raw { text <<< " in host, "tricky: a raw string kept as written")
+    check("(__cudaPushCallConfiguration(((n) + BLOCK - 1) / BLOCK, BLOCK)) ? (void)0 : fill_kernel(p, n)" in host,
+          "tricky: the launch inside the macro lowered")
+    check("(__cudaPushCallConfiguration(ceil_div(n, 256), 256, 0, 0)) ? (void)0 : ops::scale_kernel(" in host,
+          "tricky: a namespaced launch lowered")
+    check("? (void)0 : cast_kernel<scalar_t, 2>(x.data_ptr<scalar_t>()" in host, "tricky: a template launch lowered")
+    check("float sq(" not in host, "tricky: __device__ functions stay out of the host part")
+    check(re.search(r"float twice\(float v\);", host) is not None, "tricky: a non-inline __host__ __device__ "
+          "function is declared in the host part (defined once, in device.o)")
+    check("inline float thrice(float v) { return 3.f * v; }" in host, "tricky: an inline one is kept whole")
+    check("constexpr int ceil_div" in dev and "constexpr int ceil_div" in host, "tricky: constexpr in both parts")
+    check("static" not in re.search(r"[^\n]*fill_kernel\(float\* p, int n\);", host).group(0),
+          "tricky: a static kernel's declaration is not static (its stub is made global in device.o)")
+    check("struct Params" in dev and "struct Params" in host, "tricky: plain types in both parts")
+    check("torch::Tensor run" not in dev, "tricky: the host function left out of the device part")
+    check("#define LAUNCH_FILL" in dev, "tricky: macros in both parts")
+
+    def refused(src, why):
+        try:
+            fb.split_cuda(PRELUDE + src)
+        except fb.Unsupported:
+            return
+        check(False, "must fall back to the plain build: " + why)
+
+    refused("namespace { __global__ void k(float* p) { *p = 1; } }\nvoid f(float* p) { k<<<1, 1>>>(p); }",
+            "a kernel in an anonymous namespace")
+    refused("__constant__ float c[4];\n__global__ void k(float* p) { *p = c[0]; }\n"
+            "void f(float* p, float* h) { cudaMemcpyToSymbol(c, h, 16); k<<<1, 1>>>(p); }",
+            "host code that uses a __constant__ variable")
+    refused("__global__ void k(float* p) { *p = 1; }\nvoid f(float* p) { auto fp = k; fp<<<1, 1>>>(p); }",
+            "a launch through a pointer (not a kernel of the source)")
+    refused("__global__ void k(float* p) { *p = 1; }\nvoid f(float* p) { (k)<<<1, 1>>>(p); }",
+            "a launch of a parenthesised expression")
+    refused("__global__ void k(float* p) { *p = 1; \n", "unbalanced braces")
+    refused('const char* s = "unterminated;\n', "an unterminated string")
+
+    check(fb.host_flags(["-O3", "--use_fast_math"]) == ["-O3"], "host flags: -O3 kept, fast math dropped")
+    check(fb.host_flags(["-Xcompiler", "-fopenmp,-Wall"]) == ["-fopenmp", "-Wall"], "host flags: -Xcompiler list")
+    check(fb.host_flags(["-gencode", "arch=compute_90,code=sm_90", "-arch=sm_90", "-lineinfo"]) == [],
+          "host flags: device-only flags dropped with their values")
+    check(fb.host_flags(["-DFOO=1 -std=c++17"]) == ["-DFOO=1", "-std=c++17"], "host flags: a string of flags")
+    try:
+        fb.host_flags(["--some-new-nvcc-flag"])
+        check(False, "host flags: an unknown nvcc flag falls back")
+    except fb.Unsupported:
+        pass
+
+
+def test_build():
+    nvcc = "/usr/local/cuda/bin/nvcc"
+    if not os.path.exists(nvcc):
+        print("SKIP: no nvcc at", nvcc)
+        sys.exit(77)
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"  # torch 1.13 knows no 9.0; nvcc 13 builds sm_80
+    import torch.utils.cpp_extension as cppext  # noqa: E402
+    import ext  # noqa: E402
+    work = tempfile.mkdtemp(prefix="dice_fastbuild_test_")
+    try:
+        # the recipe from torch's own build file for a probe (what `ext.py make-pch` records), with
+        # the CUDA libraries a CPU-only torch lacks taken out of the link
+        probe = os.path.join(work, "probe")
+        os.makedirs(probe)
+        cppext._write_ninja_file_to_build_library(
+            os.path.join(probe, "build.ninja"), "dice_probe", [os.path.join(probe, "main.cpp"), os.path.join(probe, "k.cu")],
+            [ext._MARK_CFLAGS], [ext._MARK_CUDA], cppext._prepare_ldflags([ext._MARK_LD], True, False, False),
+            [ext._MARK_INC], True, False)
+        recipe = ext._recipe(probe, "dice_probe", True)
+        recipe["link"] = re.sub(r"-l(c10_cuda|torch_cuda)\b", "", recipe["link"])
+        for k in ("cpp_compile", "cuda_compile", "host_compile", "link"):
+            check("{name}" in recipe[k] or k == "link", "recipe %s names the module" % k)
+        # the headers as text (no .gch here: g++ then reads the text, the same program)
+        pch = os.path.join(work, "pch")
+        host_pch = os.path.join(pch, "host")
+        os.makedirs(host_pch)
+        open(os.path.join(pch, "dice_full.h"), "w").write("#include <torch/extension.h>\n")
+        open(os.path.join(host_pch, "dice_cuda_host.h"), "w").write("#include <torch/extension.h>\n#include <cuda_runtime.h>\n")
+        recipe["host_pch"] = host_pch
+        json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
+        norm = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);", "cuda_sources": TRICKY,
+                              "functions": ["run"], "extra_cuda_cflags": ["-O3", "--use_fast_math"]})
+        out = os.path.join(work, "out")
+        os.makedirs(out)
+        ans = fb.build(norm, "ab" * 32, {"pch": {"cuda": pch}}, out, ext.forbidden_flag)
+        print("build:", {k: v for k, v in ans.items() if k != "log"})
+        check(ans["status"] == "ok", "the tricky candidate builds on the fast path: " + ans.get("log", "")[-3000:])
+        if ans["status"] != "ok":
+            return
+        check(set(ans["steps"]) >= {"main", "host", "device", "device2", "link"},
+              "steps: main, host, device, the template instantiation pass and link ran")
+        undefined = subprocess.run(["nm", "-D", "--undefined-only", ans["so"]], capture_output=True, text=True).stdout
+        for k in ("fill_kernel", "scale_kernel", "cast_kernel", "twice"):
+            check(k not in undefined, "%s resolved inside the extension" % k)
+        # import and call: the launch path runs; with no GPU the CUDA runtime's error comes back
+        code = ("import sys, torch, importlib.machinery, importlib.util\n"
+                "l = importlib.machinery.ExtensionFileLoader(%r, %r)\n"
+                "m = importlib.util.module_from_spec(importlib.util.spec_from_file_location(%r, %r, loader=l))\n"
+                "l.exec_module(m)\n"
+                "try:\n    m.run(torch.ones(4))\nexcept RuntimeError as e:\n    print('RAISED', e)\n"
+                % (ans["name"], ans["so"], ans["name"], ans["so"]))
+        env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64:" + os.environ.get("LD_LIBRARY_PATH", ""))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        print("call:", r.stdout.strip()[-300:], r.stderr.strip()[-300:])
+        check(r.returncode == 0 and "RAISED launch failed:" in r.stdout,
+              "the extension imports and its launch reports the CUDA runtime's error (no GPU here)")
+        # a kernel that does not compile: fallback, never a verdict of its own
+        bad = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
+                             "cuda_sources": PRELUDE + "__global__ void k(float* p) { undefined_thing(p); }\n"
+                             "torch::Tensor run(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }",
+                             "functions": ["run"]})
+        out2 = os.path.join(work, "out2")
+        os.makedirs(out2)
+        ans = fb.build(bad, "cd" * 32, {"pch": {"cuda": pch}}, out2, ext.forbidden_flag)
+        check(ans["status"] == "fallback", "a device part that fails hands over to the plain build, got %s" % ans["status"])
+        # main.cpp failing is final (the plain build compiles the same text)
+        bad_main = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x) { return undefined_fn(x); }",
+                                  "functions": ["run"]})
+        out3 = os.path.join(work, "out3")
+        os.makedirs(out3)
+        recipe_cpp = dict(recipe)
+        os.makedirs(os.path.join(work, "pch_cpp"))
+        shutil.copy(os.path.join(pch, "dice_full.h"), os.path.join(work, "pch_cpp"))
+        json.dump(recipe_cpp, open(os.path.join(work, "pch_cpp", "recipe.json"), "w"))
+        ans = fb.build(bad_main, "ef" * 32, {"pch": {"cpp": os.path.join(work, "pch_cpp")}}, out3, ext.forbidden_flag)
+        check(ans["status"] == "compile_error" and "undefined_fn" in ans.get("log", ""),
+              "a main.cpp error is the candidate's compile error, got %s" % ans["status"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+BIND_SRC = r"""
+#include <torch/extension.h>
+#include <tuple>
+#include <vector>
+torch::Tensor add(torch::Tensor a, torch::Tensor b) { return a + b; }
+torch::Tensor scale(const torch::Tensor& x, double s, int64_t n, bool flag) { return flag ? x * s * n : x * s; }
+torch::Tensor fscale(torch::Tensor x, float s, int n) { return x * s + n; }
+std::vector<torch::Tensor> split2(torch::Tensor x) { return {x.narrow(0, 0, 1), x.narrow(0, 1, x.size(0) - 1)}; }
+std::tuple<torch::Tensor, torch::Tensor> pair(torch::Tensor x, std::vector<int64_t> dims) {
+  return std::make_tuple(x.sum(dims), x.amax(dims));
+}
+void nothing(torch::Tensor x) { (void)x; }
+int64_t count(torch::Tensor x, c10::optional<torch::Tensor> y) { return x.numel() + (y ? y->numel() : 0); }
+double mean(std::vector<torch::Tensor> xs) { double s = 0; for (auto& x : xs) s += x.sum().item<double>(); return s; }
+torch::Tensor fail(torch::Tensor x) { TORCH_CHECK(false, "boom at ", x.numel()); return x; }
+torch::Tensor fail_value(torch::Tensor x) { TORCH_CHECK_VALUE(false, "bad value"); return x; }
+torch::Tensor fail_index(torch::Tensor x) { TORCH_CHECK_INDEX(false, "bad index"); return x; }
+torch::Tensor fail_std(torch::Tensor x) { throw std::runtime_error("std error"); return x; }
+"""
+BIND_FUNCS = ["add", "scale", "fscale", "split2", "pair", "nothing", "count", "mean", "fail", "fail_value",
+              "fail_index", "fail_std"]
+
+
+def test_bind():
+    import torch  # noqa: E402
+    import torch.utils.cpp_extension as cppext  # noqa: E402
+    import ext  # noqa: E402
+    work = tempfile.mkdtemp(prefix="dice_bind_test_")
+    try:
+        plain = cppext.load_inline("dice_bind_plain", BIND_SRC, functions=BIND_FUNCS, build_directory=work)
+        probe = os.path.join(work, "probe")
+        os.makedirs(probe)
+        cppext._write_ninja_file_to_build_library(
+            os.path.join(probe, "build.ninja"), "dice_probe", [os.path.join(probe, "main.cpp")],
+            [ext._MARK_CFLAGS], [], cppext._prepare_ldflags([ext._MARK_LD], False, False, False), [ext._MARK_INC],
+            False, False)
+        recipe = ext._recipe(probe, "dice_probe", False)
+        pch = os.path.join(work, "pch")
+        os.makedirs(pch)
+        open(os.path.join(pch, "dice_full.h"), "w").write("#include <torch/extension.h>\n")
+        recipe["binding"] = ext._build_binding(pch, "0" * 24, False)
+        check(bool(recipe["binding"]), "the binding module builds")
+        json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
+        out = os.path.join(work, "out")
+        os.makedirs(out)
+        ans = fb.build(ext.normalize({"cpp_sources": BIND_SRC, "functions": BIND_FUNCS}), "12" * 32,
+                       {"pch": {"cpp": pch}}, out, ext.forbidden_flag)
+        check(ans["status"] == "ok" and ans.get("binding"), "built with the dice_bind table: %s" % ans.get("log", "")[-2000:])
+        if not (ans["status"] == "ok" and ans.get("binding")):
+            return
+        fast = ext.import_bound(ans["name"], ans["so"], recipe["binding"])
+        x = torch.arange(6.0).reshape(2, 3)
+        calls = [("add", (x, x)), ("scale", (x, 2.0, 3, True)), ("scale", (x, 2, 3, False)), ("fscale", (x, 0.5, 2)),
+                 ("split2", (x,)), ("pair", (x, [1])), ("pair", (x, (0, 1))), ("nothing", (x,)), ("count", (x, None)),
+                 ("count", (x, x)), ("mean", ([x, x],)), ("fail", (x,)), ("fail_value", (x,)), ("fail_index", (x,)),
+                 ("fail_std", (x,)), ("scale", (x, 2.0, 3.5, True)), ("scale", (x, 2.0, 3, 1)), ("add", (x,)),
+                 ("add", (x, [1.0])), ("count", (x, 3)), ("pair", (x, "ab")), ("scale", (x, "2", 3, True)),
+                 ("scale", (x, 2.0, True, False)), ("scale", (x, 2.0, 3, None)), ("scale", (x, 2.0, 3, 0.0)),
+                 ("scale", (x, 2.0, 3, "yes")), ("fscale", (x, 1, True))]
+        for name, args in calls:
+            results = []
+            for mod in (plain, fast):
+                try:
+                    results.append(("ok", getattr(mod, name)(*args)))
+                except Exception as e:  # noqa: BLE001
+                    results.append(("raised", type(e).__name__))
+            (ka, a), (kb, b) = results
+            same = ka == kb and (a == b if ka == "raised" else _same(a, b))
+            check(same, "%s%s: load_inline %s %s, dice_bind %s %s" % (name, tuple(type(v).__name__ for v in args),
+                                                                     ka, _short(a), kb, _short(b)))
+        check(fast.add.__name__ == "add" and fast.add.__doc__ == "add", "names and docstrings as load_inline's")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _same(a, b):
+    import torch
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _short(v):
+    return str(v).replace("\n", " ")[:80]
+
+
+if __name__ == "__main__":
+    which = sys.argv[1] if len(sys.argv) > 1 else "split"
+    {"split": test_split, "bind": test_bind, "build": test_build}[which]()
+    print("%s: %d failure(s)" % (which, len(failures)))
+    sys.exit(1 if failures else 0)

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The judge as a command, in the situations a cluster puts it in (issue 21, items 4-6):
+#   interrupt  SIGTERM during `dice eval --use-solutions` while builds run (what Slurm sends at
+#              preemption and at the time limit): no record written for work the shutdown cut
+#              short; the same command again finishes, every record passes, and the records equal
+#              an uninterrupted run's verdicts
+#   loaded     every core kept busy by other processes (twice as many spinning processes as cores):
+#              an honest candidate judged with a 2 s limit still gets reward 1 (the limit binds on
+#              the CPU time the candidate itself used)
+#   pch        `dice judge` with a fresh persistent build cache: the precompiled header is built
+#              inside the command, the candidate is built by the fast builder from it, and no
+#              process of the judge is left 2 s after the command exits
+# usage: judge_cli_test.sh DICE_BINARY SOURCE_DIR SCENARIO
+set -uo pipefail
+dice=$1
+src=$2
+scenario=$3
+work=$(mktemp -d /tmp/dice_judge_cli_test.XXXXXX)
+chmod 755 "$work"  # the judge sandbox runs candidates as another uid
+spinners=()
+cleanup() {
+  for p in "${spinners[@]}"; do kill "$p" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+py=${DICE_PYTHON:-python3}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$work"
+mkdir tmp && chmod 755 tmp
+
+# processes of ours still alive: any whose environment or command line names this test's folder
+left_over() {
+  local left=""
+  for p in /proc/[0-9]*; do
+    [[ ${p#/proc/} == "$$" ]] && continue
+    { tr '\0' '\n' < "$p/environ"; tr '\0' '\n' < "$p/cmdline"; } 2>/dev/null | grep -q "$work" || continue
+    left+=" ${p#/proc/}($(tr '\0' ' ' 2>/dev/null < "$p/cmdline" | cut -c1-100))"
+  done
+  echo "$left"
+}
+
+case $scenario in
+interrupt)
+  head -n 6 "$src/configs/tasks/builtin_cpu.jsonl" > six.jsonl
+  mkdir cache && chmod 755 cache
+  sol=(eval --tasks six.jsonl --use-solutions --set "judge.cache_root=$work/cache" --set plots=false
+       --set judge.precompiled_header=false --set judge.compile_workers=2)
+  echo "== an uninterrupted run (its own cache)"
+  mkdir cache_ref && chmod 755 cache_ref
+  TMPDIR=$work/tmp "$dice" "${sol[@]}" --set "judge.cache_root=$work/cache_ref" --out ref > ref.log 2>&1 \
+    || { cat ref.log; fail "the uninterrupted eval failed"; }
+  echo "== SIGTERM while the builds run"
+  TMPDIR=$work/tmp "$dice" "${sol[@]}" --out run > run1.log 2>&1 &
+  pid=$!
+  for _ in $(seq 3000); do
+    compgen -G "tmp/dice_judge_*/build*" > /dev/null && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+  done
+  compgen -G "tmp/dice_judge_*/build*" > /dev/null || { cat run1.log; fail "no build started"; }
+  sleep 2
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  [[ $rc -eq 143 ]] || { cat run1.log; fail "rc $rc (want 143: ended by SIGTERM)"; }
+  sleep 2
+  left=$(left_over)
+  [[ -z $left ]] || fail "processes of the killed eval still run:$left"
+  written=$(cat run/parts/*.jsonl 2>/dev/null | wc -l)
+  echo "  records written before the signal: $written"
+  "$py" - run <<'PY' || fail "a record written after the signal is not a true verdict"
+import glob, json, sys
+for f in glob.glob(sys.argv[1] + "/parts/*.jsonl"):
+    for line in open(f):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by the kill is dropped on resume
+        v = r["verdict"]
+        assert v["correct"] and v["failure"] == "none", (r["task_id"], v["failure"], v.get("log_tail", "")[:200])
+PY
+  echo "== the same command again: it resumes and finishes"
+  TMPDIR=$work/tmp "$dice" "${sol[@]}" --out run > run2.log 2>&1 || { cat run2.log; fail "the resumed eval failed"; }
+  "$py" - run ref <<'PY' || fail "the resumed run's records differ from the uninterrupted run's"
+import json, sys
+def records(d):
+    return {(r["task_id"], r["sample_id"]): r["verdict"] for r in map(json.loads, open(d + "/samples.jsonl"))}
+a, b = records(sys.argv[1]), records(sys.argv[2])
+assert set(a) == set(b) and len(a) == 6, (sorted(a), sorted(b))
+for k in a:
+    assert a[k]["correct"] and a[k]["failure"] == "none", (k, a[k]["failure"], a[k].get("log_tail", "")[:300])
+    assert (a[k]["correct"], a[k]["failure"]) == (b[k]["correct"], b[k]["failure"]), k
+print("resumed: %d records, all correct, equal to the uninterrupted run's verdicts" % len(a))
+PY
+  ;;
+loaded)
+  head -n 1 "$src/configs/tasks/builtin_cpu.jsonl" > one.jsonl
+  "$py" -c "import json; t = json.loads(open('one.jsonl').readline()); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > cands.jsonl
+  mkdir cache && chmod 755 cache
+  cores=$(getconf _NPROCESSORS_ONLN)
+  echo "== $((2 * cores)) spinning processes on $cores cores, then an honest candidate with a ${LIMIT:-2} s limit"
+  for _ in $(seq $((2 * cores))); do
+    sh -c 'while :; do :; done' &
+    spinners+=($!)
+  done
+  TMPDIR=$work/tmp "$dice" judge --tasks one.jsonl --candidates cands.jsonl --out v.jsonl --set "cache_root=$work/cache" \
+    --set precompiled_header=false --set exec_timeout_s=${LIMIT:-2} --set trials=3 > judge.log 2>&1 \
+    || { cat judge.log; fail "dice judge failed"; }
+  "$py" -c "
+import json, sys
+v = json.loads(open('v.jsonl').readline())
+print('verdict:', v['failure'], 'reward', v['reward'], 'exec_s', round(v['exec_s'], 1))
+sys.exit(0 if v['reward'] == 1 and v['failure'] == 'none' else 1)" || { cat v.jsonl; fail "the honest candidate lost its reward on a busy machine"; }
+  ;;
+pch)
+  head -n 2 "$src/configs/tasks/builtin_cpu.jsonl" > two.jsonl
+  "$py" -c "
+import json
+for l in open('two.jsonl'):
+    t = json.loads(l); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > cands.jsonl
+  mkdir cache && chmod 755 cache
+  echo "== dice judge with a fresh persistent cache: the precompiled header is made inside the command"
+  TMPDIR=$work/tmp "$dice" judge --tasks two.jsonl --candidates cands.jsonl --out v.jsonl --set "cache_root=$work/cache" \
+    > judge.log 2>&1 || { cat judge.log; fail "dice judge failed"; }
+  sleep 2
+  left=$(left_over)
+  [[ -z $left ]] || { cat judge.log; fail "processes of dice judge still run 2 s after it exited:$left"; }
+  compgen -G "cache/pch-*/ok" > /dev/null || { ls -la cache; fail "the precompiled header was not finished"; }
+  [[ -s $(ls cache/pch-*/recipe.json | head -1) ]] || fail "no build recipe for the fast builder"
+  grep -q "2 built by the fast builder, 0 by the plain build" judge.log || { cat judge.log; fail "the fast builder did not build both"; }
+  "$py" -c "
+import json, sys
+vs = [json.loads(l) for l in open('v.jsonl')]
+sys.exit(0 if all(v['reward'] == 1 for v in vs) and len(vs) == 2 else 1)" || { cat v.jsonl; fail "fast-built candidates are not correct"; }
+  echo "  ok: header finished inside the command, both candidates fast-built and correct, no process left"
+  ;;
+*) fail "unknown scenario $scenario" ;;
+esac
+echo "judge_cli_test $scenario: passed"
