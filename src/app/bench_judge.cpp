@@ -36,6 +36,7 @@ struct BenchJudgeArgs {
   int dup = 1;
   int baseline = 0;  // candidates evaluated one by one (-1: all)
   bool warm = true;
+  bool timing = false;
   bool build_variants = false;
   std::string out, write_candidates;
 };
@@ -178,8 +179,9 @@ nlohmann::json report_pass(const char* name, const Pass& p, size_t distinct) {
 }
 
 void run(const BenchJudgeArgs& a) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a pipe
   auto cfg = config::load<judge::JudgeConfig>(config::load_tree(a.config.config_path, a.config.sets));
-  cfg.timing = true;
+  cfg.timing = cfg.timing || a.timing;  // the judge's default (correctness only: the exec reward) unless asked
   judge::Judge judge(cfg);
   auto tc = nlohmann::json::parse(judge.toolchain(), nullptr, false);
   bool cuda = cfg.device == "cuda" || (cfg.device == "auto" && tc.value("cuda_available", false));
@@ -204,8 +206,9 @@ void run(const BenchJudgeArgs& a) {
               "toolchain %s\n",
               jobs.size(), chosen.size(), a.variants, distinct.size(), a.dup, tasks_path.c_str(), cuda ? "cuda" : "cpu",
               judge.toolchain().c_str());
-  std::printf("settings: %d compile workers, %d executors, %d trials, timing %d warm-up + %d timed calls, fast_build %d\n",
-              judge.config().compile_workers, judge.config().executors, cfg.trials, cfg.warmup, cfg.iters,
+  std::printf("settings: %d compile workers, %d executors, %d trials, timing %s, fast_build %d\n",
+              judge.config().compile_workers, judge.config().executors, cfg.trials,
+              cfg.timing ? str(cfg.warmup, " warm-up + ", cfg.iters, " timed calls").c_str() : "off (the judge's default)",
               cfg.fast_build ? 1 : 0);
   if (!a.write_candidates.empty()) {
     std::string text;
@@ -216,7 +219,7 @@ void run(const BenchJudgeArgs& a) {
   }
   nlohmann::json report;
   report["settings"] = {{"compile_workers", judge.config().compile_workers}, {"executors", judge.config().executors},
-                        {"trials", cfg.trials}, {"warmup", cfg.warmup}, {"iters", cfg.iters},
+                        {"trials", cfg.trials}, {"timing", cfg.timing}, {"warmup", cfg.warmup}, {"iters", cfg.iters},
                         {"fast_build", cfg.fast_build}};
 
   // 1. cold: every distinct candidate builds. The precompiled headers and the fast builder's
@@ -309,6 +312,7 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--dup", a->dup, "copies of each distinct candidate (duplicates in RL groups)");
   cmd.add_option("--baseline", a->baseline, "candidates also evaluated one by one, KernelBench-style (-1 = all)");
   cmd.add_option("--warm", a->warm, "also judge the same candidates again from the warm build cache");
+  cmd.add_flag("--timing", a->timing, "also time every candidate (judge.timing=true; the default judges correctness only)");
   cmd.add_option("--write-candidates", a->write_candidates, "write the candidates as dice judge input (JSONL)");
   cmd.add_flag("--build-variants", a->build_variants, "also time one cold build per compile variant");
   cmd.add_option("--out", a->out, "write the numbers as JSON");

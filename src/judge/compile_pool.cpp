@@ -231,7 +231,11 @@ CompileResult CompilePool::compile(const std::string& candidate_path, const std:
 }
 
 void CompilePool::start_pch_locked() {
-  if (!pch_done_ && !pch_thread_.joinable()) pch_thread_ = std::thread([this] { build_pch(); });
+  if (!pch_done_ && !pch_thread_.joinable()) {
+    log::info("judge: building the precompiled headers and the fast builder's recipe (once per toolchain and cache: ",
+              s_.cache_root, "); ", s_.fast_build ? "builds start when they are ready" : "builds meanwhile parse the headers");
+    pch_thread_ = std::thread([this] { build_pch(); });
+  }
 }
 
 std::string CompilePool::wait_for_pch() {
@@ -294,6 +298,9 @@ void CompilePool::worker(int index) {
     }
     CompileResult r;
     try {
+      // The fast builder needs the PCH directory's recipe: wait for it before the candidate's clock
+      // starts (the PCH is the judge's own one-off work, never a candidate's compile time).
+      if (s_.fast_build && s_.precompiled_header) wait_for_pch();
       r = compile_one(job->path, index);
     } catch (const std::exception& e) {
       r.failure = Failure::kJudgeError;
@@ -475,7 +482,6 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   b.cache_hit = false;
   int uid = s_.uid_base >= 0 ? s_.uid_base + s_.slot_offset + s_.workers + index : -1;
   Scratch scratch(str(s_.scratch_root, "/build", index), uid);
-  if (s_.fast_build && s_.precompiled_header) wait_for_pch();  // its recipe makes builds 5-10x faster
   nlohmann::json settings = {{"cache_root", s_.cache_root},
                              {"light_headers", s_.light_headers},
                              {"light_cuda", s_.light_cuda},

@@ -225,16 +225,26 @@ class Executor::Candidate {
     ::kill(-proc_->pid(), SIGCONT);
   }
 
-  // CPU seconds the interpreter used so far (its threads, and its children it reaped).
+  // CPU seconds the candidate's processes used so far: every process of its session (the
+  // interpreter's threads, children alive, and what reaped children used), so a fork bomb's time
+  // counts as much as a loop's.
   double cpu_seconds() const {
-    std::string st = read_small_file("/proc/" + py_ + "/stat");
-    size_t r = st.rfind(')');
-    if (r == std::string::npos) return -1;
-    std::istringstream in(st.substr(r + 2));
-    std::string field;
+    const long sid = proc_->pid();
     double ticks = 0;
-    for (int i = 3; i <= 17 && in >> field; ++i)
-      if (i >= 14) ticks += std::atof(field.c_str());  // utime stime cutime cstime
+    for (const auto& pid : numeric_entries("/proc")) {
+      std::string st = read_small_file("/proc/" + pid + "/stat");
+      size_t r = st.rfind(')');
+      if (r == std::string::npos) continue;
+      std::istringstream in(st.substr(r + 2));
+      std::string field;
+      double t = 0;
+      long session = -1;
+      for (int i = 3; i <= 17 && in >> field; ++i) {
+        if (i == 6) session = std::atol(field.c_str());
+        if (i >= 14) t += std::atof(field.c_str());  // utime stime cutime cstime
+      }
+      if (session == sid) ticks += t;
+    }
     return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
 

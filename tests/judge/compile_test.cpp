@@ -70,52 +70,66 @@ TEST(CompilePool, IdenticalCandidatesShareOneBuild) {
   remove_tree(scratch);
 }
 
+// The PCH directory (headers, the fast builder's recipe, the dice_bind module) is built once; a
+// candidate then builds through the fast builder (header "fast", called through dice_bind) and, with
+// fast_build off, the plain load_inline way through the PCH ("full+pch"): both compute the right thing.
 TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
   std::string scratch = dice::fs::make_temp_dir("dice_cpool_pch_");
   chmod(scratch.c_str(), 0755);
-  CompileSettings s = settings(scratch);
-  s.precompiled_header = true;  // kept in the test cache across runs
-  // a fresh key every run (a comment), so this build is cold and must go through the PCH
-  std::string code = dice::judge::testing::candidate("relu_honest.py");
-  code.insert(code.find("torch::Tensor relu_forward"), "// run " + std::to_string(getpid()) + "_" +
-                                                            std::to_string(time(nullptr)) + "\n");
-  // and -O3, as many candidates ask: served by the -O2 PCH
-  const std::string call = "functions=[\"relu_forward\"],";
-  ASSERT_NE(code.find(call), std::string::npos);
-  code.insert(code.find(call) + call.size(), " extra_cflags=[\"-O3\"],");
-  std::string path = scratch + "/cand.py";
-  dice::fs::write_file(path, code);
-  chmod(path.c_str(), 0644);
-  CompileResult res;
-  std::string pch;
-  {
-    CompilePool pool(s);
-    pch = pool.wait_for_pch();
-    ASSERT_FALSE(pch.empty()) << "g++ did not accept the precompiled header";
-    EXPECT_TRUE(dice::fs::exists(pch + "/dice_full.h.gch"));
-    res = pool.compile(path, code);
+  for (const bool fast : {true, false}) {
+    CompileSettings s = settings(scratch);
+    s.precompiled_header = true;  // kept in the test cache across runs
+    s.fast_build = fast;
+    // a fresh key every run (a comment), so this build is cold and must go through the PCH
+    std::string code = dice::judge::testing::candidate("relu_honest.py");
+    code.insert(code.find("torch::Tensor relu_forward"), "// run " + std::to_string(getpid()) + "_" +
+                                                              std::to_string(time(nullptr)) + "_" +
+                                                              std::to_string(fast) + "\n");
+    // and -O3, as many candidates ask: served by the -O2 PCH
+    const std::string call = "functions=[\"relu_forward\"],";
+    ASSERT_NE(code.find(call), std::string::npos);
+    code.insert(code.find(call) + call.size(), " extra_cflags=[\"-O3\"],");
+    std::string path = scratch + "/cand.py";
+    dice::fs::write_file(path, code);
+    chmod(path.c_str(), 0644);
+    CompileResult res;
+    std::string pch;
+    {
+      CompilePool pool(s);
+      pch = pool.wait_for_pch();
+      ASSERT_FALSE(pch.empty()) << "g++ did not accept the precompiled header";
+      EXPECT_TRUE(dice::fs::exists(pch + "/dice_full.h.gch"));
+      EXPECT_TRUE(dice::fs::exists(pch + "/recipe.json"));
+      res = pool.compile(path, code);
+      EXPECT_EQ(pool.fast_builds(), fast ? 1 : 0);
+      EXPECT_EQ(pool.fallbacks(), 0);
+    }
+    ASSERT_EQ(res.failure, Failure::kNone) << res.log_tail;
+    ASSERT_EQ(res.keys.size(), 1u);
+    EXPECT_EQ(res.builds, 1);
+    const std::string entry = s.cache_root + "/" + res.keys[0];
+    auto meta = nlohmann::json::parse(dice::fs::read_file(entry + "/meta.json"));
+    EXPECT_EQ(meta.value("header", ""), fast ? "fast" : "full+pch");
+    const std::string binding = meta.value("binding", "");
+    EXPECT_EQ(binding.empty(), !fast) << "a fast build is called through the judge's dice_bind module";
+    if (fast) EXPECT_EQ(binding.rfind(pch + "/", 0), 0u) << binding;
+    // the extension computes the right thing, loaded as the executor loads it
+    dice::proc::SpawnOptions o;
+    o.argv = {DICE_PYTHON, "-c",
+              "import sys, torch\n"
+              "sys.path.insert(0, sys.argv[4])\n"
+              "import ext\n"
+              "mod = ext.import_bound(sys.argv[1], sys.argv[2], sys.argv[3]) if sys.argv[3] else ext.import_so(sys.argv[1], sys.argv[2])\n"
+              "x = torch.tensor([-1.0, 2.0, -3.0, 4.0])\n"
+              "print(mod.relu_forward(x).tolist())\n",
+              meta.value("name", ""), entry + "/" + meta.value("so", ""), binding,
+              std::string(DICE_SOURCE_DIR) + "/src/judge/python"};
+    o.inherit_env = true;
+    auto r = dice::proc::run(o, 120);
+    EXPECT_TRUE(r.status.exited && r.status.code == 0) << r.err;
+    EXPECT_NE(r.out.find("[0.0, 2.0, 0.0, 4.0]"), std::string::npos) << r.out << r.err;
+    dice::judge::remove_tree(entry);  // do not let one entry per run pile up in the test cache
   }
-  ASSERT_EQ(res.failure, Failure::kNone) << res.log_tail;
-  ASSERT_EQ(res.keys.size(), 1u);
-  EXPECT_EQ(res.builds, 1);
-  const std::string entry = s.cache_root + "/" + res.keys[0];
-  auto meta = nlohmann::json::parse(dice::fs::read_file(entry + "/meta.json"));
-  EXPECT_EQ(meta.value("header", ""), "full+pch");
-  // the extension built through the PCH computes the right thing
-  dice::proc::SpawnOptions o;
-  o.argv = {DICE_PYTHON, "-c",
-            "import importlib.machinery as m, importlib.util as u, sys, torch\n"
-            "l = m.ExtensionFileLoader(sys.argv[1], sys.argv[2])\n"
-            "mod = u.module_from_spec(u.spec_from_file_location(sys.argv[1], sys.argv[2], loader=l))\n"
-            "l.exec_module(mod)\n"
-            "x = torch.tensor([-1.0, 2.0, -3.0, 4.0])\n"
-            "print(mod.relu_forward(x).tolist())\n",
-            meta.value("name", ""), entry + "/" + meta.value("so", "")};
-  o.inherit_env = true;
-  auto r = dice::proc::run(o, 120);
-  EXPECT_TRUE(r.status.exited && r.status.code == 0) << r.err;
-  EXPECT_NE(r.out.find("[0.0, 2.0, 0.0, 4.0]"), std::string::npos) << r.out << r.err;
-  dice::judge::remove_tree(entry);  // do not let one entry per run pile up in the test cache
   remove_tree(scratch);
 }
 

@@ -136,6 +136,8 @@ def test_split():
     refused("__global__ void k(float* p) { *p = 1; }\nvoid f(float* p) { (k)<<<1, 1>>>(p); }",
             "a launch of a parenthesised expression")
     refused("__global__ void k(float* p) { *p = 1; \n", "unbalanced braces")
+    refused("#ifdef __CUDACC__\n__global__ void k(float* p) { *p = 1; }\n#endif\nvoid f(float* p) { k<<<1, 1>>>(p); }",
+            "a source that tests __CUDACC__ (defined in nvcc's host pass, not by g++)")
     refused('const char* s = "unterminated;\n', "an unterminated string")
 
     check(fb.host_flags(["-O3", "--use_fast_math"]) == ["-O3"], "host flags: -O3 kept, fast math dropped")

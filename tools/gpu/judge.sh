@@ -58,7 +58,7 @@ if [[ $PHASE == bench || $PHASE == all ]]; then
   [[ ${JUDGE_VARIANTS:-0} == 1 ]] && extra+=(--build-variants)
   # a fresh cache: every candidate builds cold; the precompiled header is made once before timing
   bcache=$(mktemp -d /tmp/dice-bench-judge-cache.XXXXXX); chmod 755 "$bcache"
-  "$DICE" bench judge --n-tasks "${JUDGE_TASKS:-16}" --dup "${JUDGE_DUP:-2}" --baseline "${JUDGE_BASELINE:-2}" \
+  "$DICE" bench judge --timing --variants 0 --n-tasks "${JUDGE_TASKS:-16}" --dup "${JUDGE_DUP:-2}" --baseline "${JUDGE_BASELINE:-2}" \
     "${common[@]}" --set "cache_root=$bcache" --out "$OUT/bench_judge.json" "${extra[@]}" 2>&1 | tee "$OUT/bench_judge.txt"
   rc=$(( rc | ${PIPESTATUS[0]} ))
 fi

@@ -45,9 +45,10 @@ struct CompileSettings {
   int slot_offset = 0;       // uid slot of worker 0; builders use the next `workers` slots
   int max_extensions = 8;    // load_inline calls (distinct builds) allowed per candidate
   std::vector<std::string> extra_env;  // e.g. TORCH_CUDA_ARCH_LIST=9.0, ccache PATH
-  // Build torch/extension.h as a PCH once per toolchain and cache (in the background from the first
-  // submit(), outside the sandbox: it compiles only the judge's own header); builds started after
-  // it is ready use it.
+  // Build torch/extension.h (and, for CUDA, the host headers) as PCHs once per toolchain and cache,
+  // with the fast builder's recipe and the dice_bind module (from the first submit(), outside the
+  // sandbox: it compiles only the judge's own code). With fast_build, builds wait for it (before
+  // their time limit starts); otherwise builds started after it is ready use it.
   bool precompiled_header = true;
   // Build through fastbuild.py when the PCH directory holds its recipe: no torch import, no ninja,
   // a .cu's device code without the torch headers; what it does not understand is built as written.
