@@ -54,7 +54,9 @@ TEST(Executor, ServesRecyclesAndTimesOut) {
   EXPECT_EQ(b.failure, Failure::kCrash) << b.log_tail;
   auto c = ex.run(request(spins), 3);
   EXPECT_EQ(c.failure, Failure::kTimeout) << c.log_tail;
-  EXPECT_LT(c.seconds, 10);
+  // stopped once it used 3 s of CPU itself, or at 3x the limit on the wall clock; the rest is the
+  // next process's start (an import of torch on a busy machine)
+  EXPECT_LT(c.seconds, 3 * 3 + 20);
   auto d = ex.run(request(good), 60);
   EXPECT_EQ(d.failure, Failure::kNone) << d.log_tail;
   EXPECT_GE(ex.restarts(), 2);

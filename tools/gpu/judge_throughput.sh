@@ -1,39 +1,80 @@
 #!/usr/bin/env bash
 # Judge throughput on the GPU node (issue 21): `dice bench judge` on the built-in CUDA solutions plus
-# distinct variants the bench makes (cold build cache, then warm), with the judge's default settings.
-# BEFORE=DIR (a source tree of the commit to compare, e.g. `git archive 9300025`) also builds that
-# commit and judges the same candidates with its `dice judge`, cold, in the same run.
+# distinct variants the bench makes (cold build cache, then warm), with the judge's default settings,
+# and the same candidates judged by another commit's `dice judge` (the "before"), cold.
 #
-# usage (repo root):  OUT=/path [VARIANTS=1] [BEFORE=dir] [SETS="k=v ..."] tools/gpu/judge_throughput.sh
-# Results: $OUT/bench.txt, $OUT/bench.json, $OUT/before.txt, $OUT/build*.txt
+# usage (repo root):  OUT=/path [STEPS="build after before"] [VARIANTS=1] [N_TASKS=24] [SETS="k=v ..."]
+#                     [BEFORE=dir] tools/gpu/judge_throughput.sh
+#   build   builds this tree (build-gpu/) and, with BEFORE=dir (a source tree, e.g.
+#           `git archive 9300025 | tar -x -C dir`), that one too, both at once; copies the binaries to
+#           $OUT/dice and $OUT/dice_before (carry them into a later call as .gpu/dice, .gpu/dice_before)
+#   after   dice bench judge (cold + warm) with this tree's binary; writes $OUT/candidates.jsonl
+#   before  the before binary's `dice judge` on $OUT/candidates.jsonl (or .gpu/candidates.jsonl), cold
+# Binaries: build-gpu/src/app/dice, else .gpu/dice; BEFORE's build, else .gpu/dice_before.
+# Results: $OUT/bench.txt, $OUT/bench.json, $OUT/before.txt, $OUT/build*.txt. Output is line-buffered
+# and each step is bounded (STEP_LIMIT_S, default 420 s), so a call ends with what it measured.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/dice_judge_throughput}
 mkdir -p "$OUT"
 PY=$(command -v python3)
 export DICE_PYTHON=$PY
+STEPS=${STEPS:-build after}
+limit=${STEP_LIMIT_S:-420}
 sets=(--set device=cuda --set "python=$PY")
 for s in ${SETS:-}; do sets+=(--set "$s"); done
-start=$(date +%s)
-if [[ -n ${BEFORE:-} ]]; then  # both builds at once: 16 cores
-  (cd "$BEFORE" && BUILD_TARGETS=dice bash tools/gpu/build.sh > "$OUT/build_before.txt" 2>&1) &
-  bpid=$!
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+rc=0
+
+if has build; then
+  start=$(date +%s)
+  if [[ -n ${BEFORE:-} ]]; then  # both builds at once: 16 cores
+    (cd "$BEFORE" && BUILD_TARGETS=dice bash tools/gpu/build.sh > "$OUT/build_before.txt" 2>&1) &
+    bpid=$!
+  fi
+  BUILD_TARGETS=dice bash tools/gpu/build.sh > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+  strip -o "$OUT/dice" build-gpu/src/app/dice
+  if [[ -n ${BEFORE:-} ]]; then
+    wait $bpid || { tail -40 "$OUT/build_before.txt"; exit 1; }
+    strip -o "$OUT/dice_before" "$BEFORE/build-gpu/src/app/dice"
+  fi
+  echo "builds: $(( $(date +%s) - start )) s"
 fi
-BUILD_TARGETS=dice bash tools/gpu/build.sh > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-[[ -n ${BEFORE:-} ]] && { wait $bpid || { tail -40 "$OUT/build_before.txt"; exit 1; }; }
-echo "builds: $(( $(date +%s) - start )) s"
+dice=build-gpu/src/app/dice
+[[ -x $dice ]] || { mkdir -p build-gpu/src/app && cp .gpu/dice "$dice" && chmod +x "$dice"; }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-cache=$(mktemp -d /tmp/dice-throughput-cache.XXXXXX); chmod 755 "$cache"
-build-gpu/src/app/dice bench judge --variants "${VARIANTS:-1}" "${sets[@]}" --set "cache_root=$cache" \
-  --write-candidates "$OUT/candidates.jsonl" --out "$OUT/bench.json" 2>&1 | grep -v "^\[" | tee "$OUT/bench.txt"
-rc=${PIPESTATUS[0]}
-if [[ -n ${BEFORE:-} ]]; then
-  echo "== before: $BEFORE's dice judge on the same candidates, cold cache"
+
+if has after; then
+  cache=$(mktemp -d /tmp/dice-throughput-cache.XXXXXX); chmod 755 "$cache"
+  timeout "$limit" stdbuf -oL -eL "$dice" bench judge --n-tasks "${N_TASKS:-24}" --variants "${VARIANTS:-1}" "${sets[@]}" \
+    --set "cache_root=$cache" --write-candidates "$OUT/candidates.jsonl" --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 \
+    | grep --line-buffered -v "^\[" | tee "$OUT/bench.txt" | cut -c1-400
+  rc=$(( rc | ${PIPESTATUS[0]} ))
+  "$PY" - "$cache" <<'PY' | tee -a "$OUT/bench.txt"
+import glob, json, statistics as st, sys
+ms = [json.load(open(f)) for f in glob.glob(sys.argv[1] + "/*/meta.json")]
+print("cache: %d builds, by header %s, called through dice_bind %d" % (
+    len(ms), {h: sum(m.get("header") == h for m in ms) for h in set(m.get("header") for m in ms)},
+    sum(bool(m.get("binding")) for m in ms)))
+for k in ("main", "main_pybind", "host", "device", "device2", "link"):
+    v = [m["steps"][k] for m in ms if k in m.get("steps", {})]
+    if v:
+        print("  step %-11s n %3d  median %6.2f s  max %6.2f s" % (k, len(v), st.median(v), max(v)))
+PY
+fi
+
+if has before; then
+  before=${BEFORE:+$BEFORE/build-gpu/src/app/dice}
+  [[ -n $before && -x $before ]] || before=.gpu/dice_before
+  cands=$OUT/candidates.jsonl
+  [[ -s $cands ]] || cands=.gpu/candidates.jsonl
+  chmod +x "$before"
   bcache=$(mktemp -d /tmp/dice-throughput-before.XXXXXX); chmod 755 "$bcache"
+  echo "== before: $before judge on $(wc -l < "$cands") candidates, cold cache ${BEFORE_SETS:-}"
   t0=$(date +%s.%N)
-  (cd "$BEFORE" && build-gpu/src/app/dice judge --tasks configs/tasks/builtin_cuda.jsonl --candidates "$OUT/candidates.jsonl" \
-    --out "$OUT/verdicts_before.jsonl" "${sets[@]}" --set "cache_root=$bcache" --set timing=true \
-    ${BEFORE_SETS:-} 2>&1 | grep -v "^\[" | tail -8) | tee "$OUT/before.txt"
-  echo "before: wall $(python3 -c "import time; print(round(time.time() - $t0, 1))") s" | tee -a "$OUT/before.txt"
+  timeout "$limit" stdbuf -oL -eL "$before" judge --tasks configs/tasks/builtin_cuda.jsonl --candidates "$cands" \
+    --out "$OUT/verdicts_before.jsonl" "${sets[@]}" --set "cache_root=$bcache" ${BEFORE_SETS:-} 2>&1 \
+    | grep --line-buffered -v "^\[" | tee "$OUT/before.txt" | tail -6
+  echo "before: wall $("$PY" -c "import time; print(round(time.time() - $t0, 1))") s" | tee -a "$OUT/before.txt"
 fi
 exit $rc
