@@ -5,7 +5,7 @@
 #              short; the same command again finishes, every record passes, and the records equal
 #              an uninterrupted run's verdicts
 #   loaded     every core kept busy by other processes (twice as many spinning processes as cores):
-#              an honest candidate judged with a 2 s limit still gets reward 1 (the limit binds on
+#              an honest candidate judged with a 3 s limit still gets reward 1 (the limit binds on
 #              the CPU time the candidate itself used)
 #   pch        `dice judge` with a fresh persistent build cache: the precompiled header is built
 #              inside the command, the candidate is built by the fast builder from it, and no
@@ -100,13 +100,13 @@ loaded)
   TMPDIR=$work/tmp "$dice" judge --tasks one.jsonl --candidates cands.jsonl --out v0.jsonl --set "cache_root=$work/cache" \
     --set precompiled_header=false > judge0.log 2>&1 || { cat judge0.log; fail "dice judge (quiet) failed"; }
   cores=$(getconf _NPROCESSORS_ONLN)
-  echo "== $((2 * cores)) spinning processes on $cores cores, then an honest candidate with a ${LIMIT:-2} s limit"
+  echo "== $((2 * cores)) spinning processes on $cores cores, then an honest candidate with a ${LIMIT:-3} s limit"
   for _ in $(seq $((2 * cores))); do
     sh -c 'while :; do :; done' &
     spinners+=($!)
   done
   TMPDIR=$work/tmp "$dice" judge --tasks one.jsonl --candidates cands.jsonl --out v.jsonl --set "cache_root=$work/cache" \
-    --set precompiled_header=false --set exec_timeout_s=${LIMIT:-2} --set trials=3 > judge.log 2>&1 \
+    --set precompiled_header=false --set exec_timeout_s=${LIMIT:-3} --set trials=3 > judge.log 2>&1 \
     || { cat judge.log; fail "dice judge failed"; }
   "$py" -c "
 import json, sys
