@@ -53,7 +53,7 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-from extflags import forbidden_flag, normalize  # noqa: F401 (re-exported)
+from extflags import forbidden_flag, normalize, pybind_main  # noqa: F401 (re-exported)
 
 PCH_RECIPE = "dice-pch-4"
 PCH_HEADER = "dice_full.h"
@@ -118,18 +118,9 @@ def cuda_error_in_log(log):
 
 
 def _write_sources(d, norm, header, light_cu=False):
-    cpp = [header] + norm["cpp_sources"]
-    if norm["functions"] is not None:
-        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
-        for f, doc in norm["functions"].items():
-            if norm["with_pytorch_error_handling"]:
-                cpp.append('m.def("%s", torch::wrap_pybind_function(%s), "%s");' % (f, f, doc))
-            else:
-                cpp.append('m.def("%s", %s, "%s");' % (f, f, doc))
-        cpp.append("}")
     paths = [os.path.join(d, "main.cpp")]
     with open(paths[0], "w") as fh:
-        fh.write("\n".join(cpp))
+        fh.write(pybind_main(norm, header))
     if norm["cuda_sources"]:
         cuda_sources = light_cuda_sources(norm["cuda_sources"]) if light_cu else norm["cuda_sources"]
         cu = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] + cuda_sources

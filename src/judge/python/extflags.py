@@ -2,6 +2,7 @@
 
 normalize(kwargs) -> the normalised call (the bytes a build's cache key is computed from);
 forbidden_flag(norm) -> the first compiler/linker flag that is not allowed, or None.
+pybind_main(norm, header) -> the text of load_inline's main.cpp (with `header` first).
 """
 import re
 
@@ -66,3 +67,17 @@ def forbidden_flag(norm):
                 if part and _FORBIDDEN.match(part):
                     return flag
     return None
+
+
+def pybind_main(norm, header):
+    """main.cpp as load_inline writes it: header, cpp_sources, a pybind11 module of the functions."""
+    cpp = [header] + norm["cpp_sources"]
+    if norm["functions"] is not None:
+        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+        for f, doc in norm["functions"].items():
+            if norm["with_pytorch_error_handling"]:
+                cpp.append('m.def("%s", torch::wrap_pybind_function(%s), "%s");' % (f, f, doc))
+            else:
+                cpp.append('m.def("%s", %s, "%s");' % (f, f, doc))
+        cpp.append("}")
+    return "\n".join(cpp)

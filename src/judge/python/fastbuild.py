@@ -38,6 +38,8 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extflags import forbidden_flag, normalize, pybind_main  # noqa: E402
 
 TORCH_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](torch|ATen|c10|caffe2|pybind11)/')
 TORCH_NAMESPACES = {"torch", "at", "c10", "pybind11", "py", "caffe2"}
@@ -611,20 +613,6 @@ def _bound_main(norm, header):
     return "\n".join([header] + norm["cpp_sources"] + ['#include "dice_bind.h"', "DICE_BIND_TABLE(" + " ".join(entries) + ")", ""])
 
 
-def _pybind_main(norm, header):
-    """main.cpp exactly as load_inline (and ext.py) writes it."""
-    cpp = [header] + norm["cpp_sources"]
-    if norm["functions"] is not None:
-        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
-        for f, doc in norm["functions"].items():
-            if norm["with_pytorch_error_handling"]:
-                cpp.append('m.def("%s", torch::wrap_pybind_function(%s), "%s");' % (f, f, doc))
-            else:
-                cpp.append('m.def("%s", %s, "%s");' % (f, f, doc))
-        cpp.append("}")
-    return "\n".join(cpp)
-
-
 def _fill(template, **kw):
     """A recipe command with its {placeholders} filled (values are already shell words)."""
     return re.sub(r"\{(\w+)\}", lambda m: kw[m.group(1)], template)
@@ -659,7 +647,7 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     d = out_dir
     bound = _bound_main(norm, '#include "dice_full.h"') if recipe.get("binding") else None
     with open(os.path.join(d, "main.cpp"), "w") as fh:
-        fh.write(bound or _pybind_main(norm, '#include "dice_full.h"'))
+        fh.write(bound or pybind_main(norm, '#include "dice_full.h"'))
     steps = {}
     jobs = [("main", _fill(recipe["cpp_compile"], name=name, src="main.cpp", obj="main.o",
                            inc=_q(includes + ["-I" + pch_dir]), extra=_q(user_cflags)))]
@@ -696,7 +684,7 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     if not ok.get("main", False) and bound:
         # the table's main.cpp is not load_inline's: its text decides whether this is the candidate's error
         with open(os.path.join(d, "main.cpp"), "w") as fh:
-            fh.write(_pybind_main(norm, '#include "dice_full.h"'))
+            fh.write(pybind_main(norm, '#include "dice_full.h"'))
         bound = None
         ok.update(_run_parallel([("main_pybind", jobs[0][1])], d, steps, logs))
         ok["main"], logs["main"] = ok["main_pybind"], logs["main_pybind"]
@@ -799,9 +787,6 @@ def main():
     os.nice(10)  # builds are batch work: the executors' candidate and reference processes go first
     try:
         job = json.loads(sys.stdin.readline())
-        here = os.path.dirname(os.path.abspath(__file__))
-        sys.path.insert(0, here)
-        from extflags import forbidden_flag, normalize
         answer = build(normalize(job["request"]), job["key"], job["settings"],
                        tempfile.mkdtemp(prefix="fast.", dir=os.getcwd()), forbidden_flag)
     except Exception as e:  # noqa: BLE001 -- anything unexpected: build it the plain way
