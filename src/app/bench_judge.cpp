@@ -178,6 +178,21 @@ nlohmann::json report_pass(const char* name, const Pass& p, size_t distinct) {
           {"classes", classes}};
 }
 
+// Where a pass spent its workers' and executors' time: seconds per phase since `before`, summed
+// over threads (with w workers busy, a phase can sum to w times the wall clock).
+nlohmann::json report_phases(const judge::Judge& judge, const std::map<std::string, PhaseTotals::Total>& before) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, t] : judge.phases()) {
+    auto it = before.find(name);
+    const double s = t.seconds - (it == before.end() ? 0.0 : it->second.seconds);
+    const long n = t.count - (it == before.end() ? 0 : it->second.count);
+    if (n <= 0) continue;
+    std::printf("      %-58s %8.1f s in %4ld, mean %6.2f s\n", name.c_str(), s, n, s / static_cast<double>(n));
+    out[name] = {{"seconds", s}, {"count", n}};
+  }
+  return out;
+}
+
 void run(const BenchJudgeArgs& a) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a pipe
   auto cfg = config::load<judge::JudgeConfig>(config::load_tree(a.config.config_path, a.config.sets));
@@ -232,8 +247,10 @@ void run(const BenchJudgeArgs& a) {
     report["pch"] = {{"ready", !dir.empty()}, {"seconds", pt.elapsed_s()}};
   }
   const int fast0 = judge.fast_builds(), fall0 = judge.build_fallbacks(), plain0 = judge.plain_builds();
+  const auto phases0 = judge.phases();
   Pass cold = judge_pass(judge, jobs, "cold");
   report["cold"] = report_pass("cold:", cold, distinct.size());
+  report["cold"]["phases"] = report_phases(judge, phases0);
   report["cold"]["fast_builds"] = judge.fast_builds() - fast0;
   report["cold"]["fallbacks"] = judge.build_fallbacks() - fall0;
   report["cold"]["plain_builds"] = judge.plain_builds() - plain0;
@@ -245,8 +262,10 @@ void run(const BenchJudgeArgs& a) {
                   judge::failure_name(cold.verdicts[i].failure), cold.verdicts[i].log_tail.substr(0, 300).c_str());
   // 2. warm: the same candidates, their builds in the cache: what execution alone allows
   if (a.warm) {
+    const auto phases1 = judge.phases();
     Pass warm = judge_pass(judge, jobs, "warm");
     report["warm"] = report_pass("warm:", warm, distinct.size());
+    report["warm"]["phases"] = report_phases(judge, phases1);
     int agree = 0;
     for (size_t i = 0; i < jobs.size(); ++i) agree += warm.verdicts[i].correct == cold.verdicts[i].correct;
     std::printf("      cold and warm verdicts agree on %d/%zu\n", agree, jobs.size());

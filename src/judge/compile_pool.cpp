@@ -339,6 +339,7 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   p.write_stdin(nlohmann::json{{"candidate", path}, {"cache_root", s_.cache_root}}.dump() + "\n");
   // One limit for the candidate's module code and every build it asks for together.
   const double deadline = now_s() + s_.timeout_s;
+  double build_wait_s = 0;  // this job's share of `t`: waiting for builds; the rest is the compile step's
   int requests = 0;  // r.failure is set only by a failed build until the compile step ends
   nlohmann::json status;
   std::string line;
@@ -357,7 +358,9 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
       b.failure = Failure::kCompileError;
       b.log = str("more than ", s_.max_extensions, " load_inline calls in one candidate");
     } else {
+      Timer bt;
       b = ensure_built(j.contains("request") ? j["request"] : nlohmann::json(), index, deadline);
+      build_wait_s += bt.elapsed_s();
     }
     if (b.failure == Failure::kCompileTimeout) {
       r.failure = Failure::kCompileTimeout;
@@ -396,6 +399,10 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   std::string err = tail(p.stderr_tail(), 1500);
   if (r.failure != Failure::kNone && !err.empty()) r.log_tail = tail(r.log_tail, 2500) + "\n[stderr]\n" + err;
   r.seconds = t.elapsed_s();
+  if (s_.phases) {
+    s_.phases->add("compile: builds (waited for)", build_wait_s);
+    s_.phases->add("compile: compile step (candidate module, import torch)", r.seconds - build_wait_s);
+  }
   return r;
 }
 

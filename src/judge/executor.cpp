@@ -404,8 +404,14 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
 // failure. Calls from index timed_from on are timed.
 bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& seeds, size_t timed_from, Pass& pass,
                         ExecOutcome& out, double limit_s) {
+  Timer phase;
+  auto lap = [&](const char* name) {
+    if (s_.phases) s_.phases->add(name, phase.elapsed_s());
+    phase.reset();
+  };
   ensure_reference();
   std::unique_ptr<Candidate> cand = take_candidate();
+  lap("execute: waiting for a ready candidate process");
   start_spare();  // the next evaluation's process imports torch while this one runs
   double deadline_s = now_s() + limit_s + s_.start_timeout_s;  // set again once the candidate is ready
   auto left = [&] { return std::max(0.1, deadline_s - now_s()); };
@@ -508,6 +514,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
                   {"xchg", xchg_}, {"record_ops", record_ops}},
                  reply))
     return false;
+  lap("execute: reference process stages the task");
   deadline_s = now_s() + limit_s;  // the candidate's time starts now: its process is ready, its task staged
   const std::string in_path = xchg_ + "/in.bin";
   if (timed_from < seeds.size()) {
@@ -527,6 +534,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
     DICE_REQUIRE(::truncate(cand->out_path().c_str(), 0) == 0, "cannot truncate ", cand->out_path());
     ::unlink((xchg_ + "/like.bin").c_str());
   }
+  if (timed_from < seeds.size()) lap("execute: protocol calibration (timing)");
   std::optional<GpuTurn> load_turn;  // loading may overlap other slots' untimed work
   load_turn.emplace(s_.gpu_gate.get(), false);
   deadline_s += load_turn->waited_s();
@@ -536,6 +544,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
                  reply, "loaded"))
     return false;
   if (!quiet("loading")) return false;
+  lap("execute: candidate loads (module code, extensions)");
   load_turn.reset();
   cand->thaw();
   for (size_t k = 0; k < seeds.size(); ++k) {
@@ -599,6 +608,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
     }
     cand->thaw();
   }
+  lap("execute: calls (stage, call, check)");
   return true;
 }
 

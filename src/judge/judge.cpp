@@ -156,6 +156,7 @@ struct Judge::Impl {
   std::mt19937_64 rng;
   std::string owned_scratch;  // removed on destruction when the judge made it
   std::unique_ptr<cleanup::ScratchGuard> scratch_guard;  // ... and on SIGINT / SIGTERM / SIGHUP
+  std::shared_ptr<PhaseTotals> phases = std::make_shared<PhaseTotals>();  // compile and execution
 };
 
 Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
@@ -224,6 +225,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cs.scratch_root = cfg_.scratch_root;
   cs.toolchain = toolchain_;
   cs.workers = cfg_.compile_workers;
+  cs.phases = impl_->phases;
   cs.timeout_s = cfg_.compile_timeout_s;
   cs.light_headers = cfg_.light_headers;
   cs.light_cuda = cfg_.light_cuda;
@@ -281,6 +283,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     es.cuda = impl_->cuda;
     es.plausible_speedup = cfg_.plausible_speedup;
     es.sandbox = exec_sandbox;
+    es.phases = impl_->phases;
     es.uid = impl_->uid_base >= 0 ? impl_->uid_base + i : -1;
     impl_->executors.push_back(std::make_unique<Executor>(es, i));
   }
@@ -307,6 +310,7 @@ Judge::~Judge() {
 }
 
 std::string Judge::wait_for_pch() { return impl_->pool->wait_for_pch(); }
+std::map<std::string, PhaseTotals::Total> Judge::phases() const { return impl_->phases->snapshot(); }
 int Judge::fast_builds() const { return impl_->pool->fast_builds(); }
 int Judge::build_fallbacks() const { return impl_->pool->fallbacks(); }
 int Judge::plain_builds() const { return impl_->pool->plain_builds(); }

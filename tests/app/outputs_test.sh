@@ -229,8 +229,21 @@ values)
   expect_error "is an ordinary token of the tokenizer" "$dice" "${t[@]}" --set model.mask_token_id=100
   expect_error "bytes of memory at once" "$dice" "${t[@]}" --set model.hidden_size=60000 --set model.num_hidden_layers=1
   [[ ! -e m2 ]] || fail "a refused init left m2"
+  run_ok "$dice" --version
+  grep -q "commit .*build" "$work/ok.log" && grep -q "LibTorch [0-9]" "$work/ok.log" || { cat "$work/ok.log"; fail "dice --version"; }
+  expect_error "--log-level is 'loud'" "$dice" --log-level loud judge --help
+  run_ok "$dice" judge --tasks two.jsonl --candidates cands.jsonl --set "cache_root=$work/cache" --out lv.jsonl --log-level warn
+  ! grep -q "^judge: " "$work/ok.log" || { cat "$work/ok.log"; fail "--log-level warn still printed info lines"; }
+  # --print-config prints what would run and runs nothing
+  for c in "train -c $src/configs/train/quickstart.yaml" "sft -c $src/configs/sft/quickstart.yaml"; do
+    run_ok "$dice" $c --model model --out pc --print-config
+    grep -q "^out: .*pc" "$work/ok.log" || { cat "$work/ok.log"; fail "dice $c --print-config printed no config"; }
+    [[ ! -e pc ]] || fail "dice $c --print-config started a run (pc exists)"
+  done
+  run_ok "$dice" eval --checkpoint model "${eval_args[@]}" --out pc --print-config
+  grep -q "^out: .*pc" "$work/ok.log" && [[ ! -e pc ]] || fail "dice eval --print-config ran the evaluation"
   j=(judge --tasks two.jsonl --candidates cands.jsonl --set "cache_root=$work/cache")
-  expect_error "judge.compile_workers must be >= 1" "$dice" "${j[@]}" --out v.jsonl --set compile_workers=0
+  expect_error "judge.compile_workers must be >= 0 (0 = auto)" "$dice" "${j[@]}" --out v.jsonl --set compile_workers=-1
   run_ok "$dice" "${j[@]}" --out v.jsonl --set judge.compile_workers=1  # the key as the message names it
   expect_error "judge.max_jobs must be >= 1" "$dice" "${j[@]}" --out v2.jsonl --set judge.max_jobs=-1
   expect_error "judge.plausible_speedup must be > 1" "$dice" "${j[@]}" --out v2.jsonl --set judge.plausible_speedup=0.5

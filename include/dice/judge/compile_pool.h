@@ -24,6 +24,7 @@
 
 #include "dice/judge/sandbox.h"
 #include "dice/judge/verdict.h"
+#include "dice/util/timer.h"
 
 namespace dice::judge {
 
@@ -53,6 +54,7 @@ struct CompileSettings {
   // Build through fastbuild.py when the PCH directory holds its recipe: no torch import, no ninja,
   // a .cu's device code without the torch headers; what it does not understand is built as written.
   bool fast_build = true;
+  std::shared_ptr<PhaseTotals> phases;  // seconds per phase of a compile job, summed (null: not kept)
 };
 
 struct CompileResult {

@@ -26,6 +26,7 @@
 #include "dice/judge/sandbox.h"
 #include "dice/judge/verdict.h"
 #include "dice/util/subprocess.h"
+#include "dice/util/timer.h"
 
 namespace dice::judge {
 
@@ -60,6 +61,7 @@ struct ExecutorSettings {
   std::shared_ptr<GpuGate> gpu_gate;  // shared by the slots on one GPU (null: no turns)
   SandboxConfig sandbox;
   int uid = -1;
+  std::shared_ptr<PhaseTotals> phases;  // seconds per phase of an evaluation, summed (null: not kept)
 };
 
 struct ExecOutcome {

@@ -9,6 +9,7 @@
 // sandboxed executor. Compilation of later candidates overlaps execution of earlier ones.
 // A hostile or broken candidate only ever produces a Verdict with a failure class.
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -134,6 +135,8 @@ class Judge {
   std::string wait_for_pch();
   // Builds made by the fast builder, and builds it handed to the plain builder, so far.
   int fast_builds() const;
+  // Seconds per phase of compile jobs and evaluations so far, summed over workers and executors.
+  std::map<std::string, PhaseTotals::Total> phases() const;
   int build_fallbacks() const;
   int plain_builds() const;  // fallbacks included
 

@@ -1,6 +1,9 @@
 #pragma once
 // Wall-clock timing helpers (steady clock).
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
 
 namespace dice {
 
@@ -18,6 +21,29 @@ class Timer {
 
  private:
   double start_s_;
+};
+
+// Seconds spent per named phase, summed over threads (what `dice bench judge` splits a run into).
+class PhaseTotals {
+ public:
+  struct Total {
+    double seconds = 0;
+    long count = 0;
+  };
+  void add(const std::string& phase, double seconds) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& t = totals_[phase];
+    t.seconds += seconds;
+    ++t.count;
+  }
+  std::map<std::string, Total> snapshot() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return totals_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, Total> totals_;
 };
 
 }  // namespace dice
