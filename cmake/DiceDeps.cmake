@@ -74,6 +74,9 @@ if(DICE_TORCH_CUDA)
     target_include_directories(dice_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
     target_link_libraries(dice_nccl INTERFACE ${NCCL_LIBRARY})
     target_compile_definitions(dice_nccl INTERFACE DICE_WITH_NCCL=1)
+    file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_v REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3"
+           DICE_NCCL_VERSION "${_nccl_v}")
   endif()
 endif()
 

@@ -41,7 +41,7 @@ GROUPS = [  # (file stem, title, y label, predicate on the key); the first match
 ]
 REWARD_KEYS = ("reward_mean", "reward_std", "reward_stddev", "reward_min", "reward_max")
 TIME_TOTALS = ("time_step", "time_total", "time_iter")  # (unit suffix stripped) a line, not a layer
-NOT_PLOTTED = ("step", "stage", "epoch", "policy_version", "timestamp", "time", "wall_time")
+NOT_PLOTTED = ("step", "stage", "epoch", "policy_version", "timestamp", "time", "wall_time", "elapsed_s")
 
 
 def number(v):

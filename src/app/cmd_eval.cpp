@@ -52,7 +52,10 @@ void run_eval_cmd(const EvalArgs& a) {
   auto cfg = config::load<train::EvalConfig>(tree);
 
   dist::World world(nullptr, nullptr);
-  if (world.is_root() && a.print_config) std::cout << config::dump(config::to_yaml(cfg));
+  if (a.print_config) {  // what would run, then nothing runs
+    if (world.is_root()) std::cout << config::dump(config::to_yaml(cfg)) << std::flush;
+    return;
+  }
   auto result = train::run_eval(cfg, world, on_mismatch);  // writes config.yaml once the checks pass
   if (world.is_root()) std::cout << "\n" << result.report_md;
 }
@@ -76,7 +79,7 @@ void setup_eval(CLI::App& cmd) {
   cmd.add_option("--responses", a->responses, "judge responses from this JSONL instead of sampling");
   cmd.add_flag("--use-solutions", a->use_solutions, "judge the tasks' honest solutions (pipeline check)");
   cmd.add_option("--baseline", a->baseline, "baseline timing file from `dice eval baseline`");
-  cmd.add_flag("--print-config", a->print_config, "print the resolved config");
+  cmd.add_flag("--print-config", a->print_config, "print the resolved config and exit");
   cmd.require_subcommand(0, 1);
 
   auto report = cmd.add_subcommand("report", "rebuild a report, or compare result folders side by side");

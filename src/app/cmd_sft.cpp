@@ -34,7 +34,10 @@ void run_sft_cmd(const SftArgs& a) {
   dist::WorldOptions wo;
   wo.timeout_s = cfg.timeout_s;
   dist::World world(nullptr, nullptr, wo);
-  if (world.is_root() && a.print_config) std::cout << resolved;
+  if (a.print_config) {  // what would run, then nothing runs
+    if (world.is_root()) std::cout << resolved << std::flush;
+    return;
+  }
   auto r = train::run_sft(cfg, a.resume, resolved, world);
   if (!world.is_root()) return;
   std::printf("\nsft: steps %lld..%lld of %lld done; ce_masked per step:", static_cast<long long>(r.first_step),
@@ -53,7 +56,7 @@ void setup_sft(CLI::App& cmd) {
   cmd.add_option("--data", a->data, "SFT examples (overrides data.path)");
   cmd.add_option("--resume", a->resume, "auto (latest complete checkpoint in --out), never, or a checkpoint dir");
   cmd.add_option("--steps", a->steps, "stop after step N (overrides max_steps; the schedule is unchanged)");
-  cmd.add_flag("--print-config", a->print_config, "print the resolved config");
+  cmd.add_flag("--print-config", a->print_config, "print the resolved config and exit");
   add_plot_subcommand(cmd);
   cmd.callback([a, &cmd] {
     if (cmd.get_subcommands().empty()) run_sft_cmd(*a);

@@ -66,7 +66,10 @@ void run_train_cmd(const TrainArgs& a) {
   wo.num_learners = cfg.dist.num_learners;
   wo.timeout_s = cfg.dist.timeout_s;
   dist::World world(nullptr, nullptr, wo);
-  if (world.is_root() && a.print_config) std::cout << resolved;
+  if (a.print_config) {  // what would run, then nothing runs
+    if (world.is_root()) std::cout << resolved << std::flush;
+    return;
+  }
   auto r = train::run_train(cfg, a.resume, resolved, world);
   if (!world.is_root()) return;
   std::printf("\ntrain: steps %lld..%lld done; reward_mean per step:", static_cast<long long>(r.first_step),
@@ -84,7 +87,7 @@ void setup_train(CLI::App& cmd) {
   cmd.add_option("--model", a->model, "starting model: HF folder or checkpoint (overrides model)");
   cmd.add_option("--resume", a->resume, "auto (latest complete checkpoint in --out), never, or a checkpoint dir");
   cmd.add_option("--steps", a->steps, "run only the first N steps (stages cut in order)");
-  cmd.add_flag("--print-config", a->print_config, "print the resolved config");
+  cmd.add_flag("--print-config", a->print_config, "print the resolved config and exit");
   add_plot_subcommand(cmd);
   cmd.callback([a, &cmd] {
     if (cmd.get_subcommands().empty()) run_train_cmd(*a);

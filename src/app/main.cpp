@@ -7,6 +7,7 @@
 
 #include "dice/util/cleanup.h"
 #include "dice/util/error.h"
+#include "dice/util/log.h"
 #include "subcommand.h"
 
 namespace dice::app {
@@ -16,13 +17,49 @@ std::vector<Subcommand>& subcommands() {
 }
 }  // namespace dice::app
 
+namespace {
+
+// `--log-level LEVEL` (or `--log-level=LEVEL`) anywhere on the command line, for every command:
+// taken out of argv before CLI11 sees it. False (after printing why) on a bad level.
+bool take_log_level(int& argc, char** argv) {
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], level;
+    if (a == "--log-level") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "dice: error: --log-level needs a value (debug, info, warn or error).\n");
+        return false;
+      }
+      level = argv[++i];
+    } else if (a.rfind("--log-level=", 0) == 0) {
+      level = a.substr(12);
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+    try {
+      dice::log::set_level(dice::log::parse_level(level));
+    } catch (const dice::Error& e) {
+      std::fprintf(stderr, "dice: error: %s\n", e.what());
+      return false;
+    }
+  }
+  argc = out;
+  argv[argc] = nullptr;
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   dice::install_crash_handler();
+  if (!take_log_level(argc, argv)) return 2;
   dice::cleanup::install_signal_cleanup();  // registered scratch is removed on SIGINT/SIGTERM/SIGHUP
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // tables and reports reach a log line by line
   CLI::App app{"dice: RL for diffusion language models that write CUDA kernels"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "dice 0.1.0");
+  app.set_version_flag("--version", dice::app::version_text());
+  app.footer("Every command also takes --log-level debug|info|warn|error (default info).");
   auto subs = dice::app::subcommands();
   std::sort(subs.begin(), subs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (auto& s : subs) s.setup(*app.add_subcommand(s.name, s.description));

@@ -17,6 +17,9 @@ struct Subcommand {
 
 std::vector<Subcommand>& subcommands();
 
+// What `dice --version` prints: commit, build type, LibTorch, CUDA and NCCL of this build (version.cpp).
+const char* version_text();
+
 struct Registrar {
   Registrar(std::string name, std::string description, std::function<void(CLI::App&)> setup) {
     subcommands().push_back({std::move(name), std::move(description), std::move(setup)});

@@ -122,7 +122,8 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   // ---- score (the judge's remaining work: what did not overlap sampling), then the advantages
   // of every group from everyone's rewards ----
   Timer t_judge;
-  auto rewards = queue ? judge_rewards(*queue, shard.begin, out.mine.size(), m) : synthetic_rewards(out.mine);
+  std::map<int64_t, judge::Verdict> verdicts;
+  auto rewards = queue ? judge_rewards(*queue, shard.begin, out.mine.size(), m, &verdicts) : synthetic_rewards(out.mine);
   m["time_judge_s"] = t_judge.elapsed_s();
   Timer t_adv;
   auto all = gather_rewards(rewards, N);
@@ -138,6 +139,22 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
     r.reward = rewards[static_cast<size_t>(r.sample - shard.begin)];
     r.traj.advantage = adv.advantage[static_cast<size_t>(r.sample)];
     r.kept = kept_index[static_cast<size_t>(r.sample)];
+  }
+  if (cfg_.rollout.write_rollouts) {
+    for (const auto& r : out.mine) {
+      nlohmann::json d = {{"response", r.sampled ? job_for(st.tasks[static_cast<size_t>(r.task)], r.traj.response_ids).text : ""}};
+      auto v = verdicts.find(r.sample - shard.begin);
+      if (v != verdicts.end()) {
+        d["code"] = judge::extract_candidate_code(d["response"].get<std::string>());
+        d["verdict"] = {{"failure", judge::failure_name(v->second.failure)}, {"correct", v->second.correct},
+                        {"compiled", v->second.compiled}, {"reward", r.reward}, {"speedup", v->second.speedup},
+                        {"log_tail", v->second.log_tail.substr(0, 400)}};
+      } else {
+        d["verdict"] = {{"failure", queue ? (r.sampled ? "not_judged" : "prompt_too_long") : "synthetic_reward"},
+                        {"reward", r.reward}};
+      }
+      out.details.push_back(std::move(d));
+    }
   }
   m["time_advantage_s"] = t_adv.elapsed_s();
   // Step-wide numbers (identical on every actor): the trainer takes them from actor 0.
@@ -187,7 +204,8 @@ std::vector<double> ActorLoop::synthetic_rewards(const std::vector<Rollout>& rs)
   return rewards;
 }
 
-std::vector<double> ActorLoop::judge_rewards(judge::JudgeQueue& queue, int64_t first, size_t n, nlohmann::json& m) {
+std::vector<double> ActorLoop::judge_rewards(judge::JudgeQueue& queue, int64_t first, size_t n, nlohmann::json& m,
+                                             std::map<int64_t, judge::Verdict>* kept) {
   judge::QueueStats qs;
   auto verdicts = queue.drain(&qs);  // sample index -> verdict; too-long prompts were not sampled
   std::vector<double> rewards(n, 0.0);
@@ -205,6 +223,7 @@ std::vector<double> ActorLoop::judge_rewards(judge::JudgeQueue& queue, int64_t f
     ++failures[judge::failure_name(v.failure)];
     compile_s.push_back(v.compile_s);
     exec_s.push_back(v.exec_s);
+    if (kept) (*kept)[s - first] = v;
   }
   m["judged"] = static_cast<int64_t>(verdicts.size());
   m["compiled"] = compiled;

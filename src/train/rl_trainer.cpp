@@ -203,7 +203,9 @@ class Run {
   const dist::World& world_;
   bool colocated_, is_learner_, is_actor_;
   int num_learners_, role_rank_ = 0;
-  std::string model_dir_, resume_from_, metrics_path_;
+  std::string model_dir_, resume_from_;
+  MetricsLog metrics_;  // rank 0
+  Timer clock_;          // since this start's first step (the ETA)
   ModelSource model_src_;
   run_dir::DirLock lock_;  // rank 0: the run directory, for the whole run
   torch::Device device_{torch::kCPU};
@@ -285,11 +287,11 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
     learner_->optimizer().load(ckpt::load_optim(resume_from_, cfg.optim.zero1 ? role_rank_ : 0));
   if (!resume_from_.empty() && state_.rng.count(world.rank())) set_rng_state_bytes(state_.rng.at(world.rank()));
 
-  metrics_path_ = cfg.out + "/metrics.jsonl";
   if (world.is_root()) {
     make_dirs(cfg.out);
     fs::write_file_atomic(cfg.out + "/config.yaml", yaml);
-    keep_metrics_through(metrics_path_, state_.step);
+    metrics_.open(cfg.out, state_.step);
+    log::set_file(cfg.out + "/log.txt");  // rank 0's lines, timestamped
     if (cfg.rollout.write_rollouts) make_dirs(cfg.out + "/rollouts");
     log::info("train: ", world.size(), " rank(s): ",
               colocated_ ? "colocated" : str(num_learners_, " learner(s) + ", world.size() - num_learners_, " actor(s)"),
@@ -303,6 +305,7 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
 
 TrainResult Run::run() {
   result_.first_step = step_ + 1;
+  clock_.reset();
   int64_t stage_start = 0;
   for (const auto& st : stages_) {
     const int64_t stage_end = stage_start + st.cfg.steps;
@@ -446,11 +449,15 @@ void Run::report(const StageData& st, const ActorOutput& rollouts, const json& p
   std::vector<std::string> roll_parts;
   if (cfg_.rollout.write_rollouts) {
     json lines = json::array();
-    for (const auto& r : rollouts.mine)
-      lines.push_back({{"step", step_}, {"sample", r.sample}, {"task_id", st.tasks[static_cast<size_t>(r.task)].id},
-                       {"reward", r.reward}, {"advantage", r.traj.advantage}, {"kept", r.kept},
-                       {"prompt_tokens", r.traj.prompt_ids.size()}, {"response_ids", r.traj.response_ids},
-                       {"step_map", r.traj.step_map}, {"stop_token", r.stop_token}, {"policy_version", version_ - 1}});
+    for (size_t i = 0; i < rollouts.mine.size(); ++i) {
+      const auto& r = rollouts.mine[i];
+      json line = {{"step", step_}, {"sample", r.sample}, {"task_id", st.tasks[static_cast<size_t>(r.task)].id},
+                   {"reward", r.reward}, {"advantage", r.traj.advantage}, {"kept", r.kept},
+                   {"prompt_tokens", r.traj.prompt_ids.size()}, {"response_ids", r.traj.response_ids},
+                   {"step_map", r.traj.step_map}, {"stop_token", r.stop_token}, {"policy_version", version_ - 1}};
+      if (i < rollouts.details.size()) line.update(rollouts.details[i]);  // response, code, verdict
+      lines.push_back(std::move(line));
+    }
     roll_parts = world_.gather(lines.dump());
   }
   if (!saved.empty()) result_.last_checkpoint = saved;
@@ -458,14 +465,17 @@ void Run::report(const StageData& st, const ActorOutput& rollouts, const json& p
   if (!world_.is_root()) return;
   auto rec = merge_metrics(parts, step_, st.cfg.name, version_);
   if (!saved.empty()) rec["checkpoint"] = saved;
-  append_line(metrics_path_, rec.dump());
+  metrics_.write(rec);
   if (cfg_.rollout.write_rollouts) {
     std::string text;
     for (const auto& p : roll_parts)
       for (const auto& l : json::parse(p)) text += l.dump() + "\n";
     fs::write_file_atomic(cfg_.out + "/rollouts/" + ckpt::step_dir_name(step_) + ".jsonl", text);
   }
-  std::printf("%s\n", progress_line(rec, cfg_.total_steps()).c_str());
+  const int64_t first = result_.first_step;
+  log::info(progress_line(rec, cfg_.total_steps()), " | ",
+            log::eta(clock_.elapsed_s(), static_cast<long>(step_ - first + 1),
+                     static_cast<long>(cfg_.total_steps() - first + 1)));
   result_.reward_mean.push_back(rec.value("reward_mean", 0.0));
 }
 

@@ -3,6 +3,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +16,7 @@
 #include "dice/train/rl_config.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
+#include "dice/util/timer.h"
 
 namespace dice::train {
 
@@ -80,6 +84,50 @@ void keep_metrics_through(const std::string& path, int64_t step) {
     if (rec.is_object() && rec.value("step", int64_t{0}) <= step) kept += line + "\n";
   });
   fs::write_file_atomic(path, kept);
+}
+
+void MetricsLog::open(const std::string& run_dir, int64_t resume_step) {
+  path_ = run_dir + "/metrics.jsonl";
+  keep_metrics_through(path_, resume_step);
+  elapsed_before_ = 0;
+  if (fs::exists(path_))
+    fs::for_each_line(path_, [&](int, const std::string& line) {
+      const auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (rec.is_object() && rec.contains("elapsed_s") && rec["elapsed_s"].is_number())
+        elapsed_before_ = std::max(elapsed_before_, rec["elapsed_s"].get<double>());
+    });
+  start_s_ = now_s();
+  events_ = tb::EventWriter(run_dir);
+}
+
+namespace {
+
+// The numbers of a record as TensorBoard scalars: "key", nested objects "key/sub"; strings,
+// booleans, arrays and the step itself are left out.
+void scalar_fields(const nlohmann::json& j, const std::string& prefix,
+                   std::vector<std::pair<std::string, double>>& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string tag = prefix.empty() ? it.key() : prefix + "/" + it.key();
+    if (it->is_object())
+      scalar_fields(*it, tag, out);
+    else if (it->is_number() && tag != "step" && tag != "time")
+      out.emplace_back(tag, it->get<double>());
+  }
+}
+
+}  // namespace
+
+void MetricsLog::write(nlohmann::json& rec) {
+  DICE_REQUIRE(is_open(), "MetricsLog::write before open");
+  const double t = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()) / 1e3;
+  rec["time"] = t;
+  rec["elapsed_s"] = std::round((elapsed_before_ + now_s() - start_s_) * 1e3) / 1e3;
+  append_line(path_, rec.dump());
+  std::vector<std::pair<std::string, double>> values;
+  scalar_fields(rec, "", values);
+  events_.scalars(rec.at("step").get<int64_t>(), values, t);
 }
 
 void append_line(const std::string& path, const std::string& line) {

@@ -386,7 +386,8 @@ class SftRun {
   std::vector<SftExample> examples_;
   int64_t dropped_ = 0, steps_per_epoch_ = 0, total_steps_ = 0, warmup_ = 0, start_step_ = 0;
   int64_t block_ = 4, pad_id_ = 0, mask_id_ = 0, pack_ = 0;
-  std::string resume_from_, metrics_path_;
+  std::string resume_from_;
+  MetricsLog metrics_;  // rank 0
   SftResult result_;
 };
 
@@ -475,18 +476,17 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
   }
   comm_ = dist::make_comm(world.role_comm(), device_, {"learners", "learner", cfg.timeout_s});
 
-  metrics_path_ = cfg.out + "/metrics.jsonl";
   if (world.is_root()) {
     std::filesystem::create_directories(cfg.out);
     fs::write_file_atomic(cfg.out + "/config.yaml", yaml);
-    keep_metrics_through(metrics_path_, start_step_);  // later steps (after the checkpoint) run again
-    std::printf("sft: %d rank(s) on %s; %lld examples (%lld dropped as longer than %lld tokens), %lld steps of %lld "
-                "examples (%lld epochs); %s\n",
+    metrics_.open(cfg.out, start_step_);  // later steps (after the checkpoint) run again
+    log::set_file(cfg.out + "/log.txt");   // rank 0's lines, timestamped
+    log::info(log::format("sft: %d rank(s) on %s; %lld examples (%lld dropped as longer than %lld tokens), %lld steps of %lld "
+                "examples (%lld epochs); %s",
                 world.size(), device_.str().c_str(), static_cast<long long>(n), static_cast<long long>(dropped_),
                 static_cast<long long>(cap), static_cast<long long>(total_steps_),
                 static_cast<long long>(cfg.optim.examples_per_step), static_cast<long long>(cfg.epochs),
-                resume_from_.empty() ? "fresh start" : ("resuming from " + resume_from_).c_str());
-    std::fflush(stdout);
+                resume_from_.empty() ? "fresh start" : ("resuming from " + resume_from_).c_str()));
   }
   world.barrier();
 }
@@ -495,6 +495,7 @@ SftResult SftRun::run() {
   const int64_t last = cfg_.max_steps > 0 ? std::min(cfg_.max_steps, total_steps_) : total_steps_;
   result_.first_step = start_step_ + 1;
   result_.total_steps = total_steps_;
+  Timer clock;  // this start's steps, for the ETA
   for (int64_t s = start_step_ + 1; s <= last; ++s) {
     inject_fault(cfg_.fault, s, world_);
     json rec = step(s);
@@ -504,16 +505,16 @@ SftResult SftRun::run() {
     if (!saved.empty()) result_.last_checkpoint = saved;
     if (!world_.is_root()) continue;
     if (!saved.empty()) rec["checkpoint"] = saved;
-    append_line(metrics_path_, rec.dump());
+    metrics_.write(rec);
     result_.ce_masked.push_back(rec["ce_masked"].get<double>());
-    std::printf("step %lld/%lld [epoch %lld] loss %.4f ce_masked %.4f masked %lld/%lld lr %.3g gnorm %.3g | %.0f tok/s "
-                "%.2fs%s\n",
+    log::info(log::format("step %lld/%lld [epoch %lld] loss %.4f ce_masked %.4f masked %lld/%lld lr %.3g gnorm %.3g | %.0f tok/s "
+                "%.2fs | %s%s",
                 static_cast<long long>(s), static_cast<long long>(total_steps_), static_cast<long long>(rec["epoch"]),
                 rec["loss"].get<double>(), rec["ce_masked"].get<double>(), static_cast<long long>(rec["masked_tokens"]),
                 static_cast<long long>(rec["label_tokens"]), rec["lr"].get<double>(), rec["grad_norm"].get<double>(),
                 rec["tokens_per_s"].get<double>(), rec["time_step_s"].get<double>(),
-                saved.empty() ? "" : (" | saved " + saved).c_str());
-    std::fflush(stdout);
+                log::eta(clock.elapsed_s(), static_cast<long>(s - start_step_), static_cast<long>(last - start_step_)).c_str(),
+                saved.empty() ? "" : (" | saved " + saved).c_str()));
   }
   world_.barrier();
   return result_;

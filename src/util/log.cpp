@@ -3,7 +3,10 @@
 
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <mutex>
 
 #include "dice/util/error.h"
@@ -18,6 +21,7 @@ struct State {
   std::string host;
   Level level = Level::kInfo;
   bool all_ranks = false;
+  std::ofstream file;  // set_file
   std::mutex mu;
 };
 State& state() {
@@ -29,7 +33,22 @@ State& state() {
   }
   return s;
 }
-std::string fmt_duration(double s) {
+}  // namespace
+
+std::string format(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_list ap2;
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, ap2);
+  va_end(ap2);
+  return out;
+}
+
+std::string format_duration(double s) {
   if (s < 0 || s > 1e7) return "?";
   long t = static_cast<long>(s + 0.5);
   char buf[32];
@@ -38,7 +57,11 @@ std::string fmt_duration(double s) {
   else std::snprintf(buf, sizeof(buf), "%lds", t);
   return buf;
 }
-}  // namespace
+
+std::string eta(double elapsed_s, long done, long total) {
+  if (done <= 0 || total <= done) return total <= done && done > 0 ? "ETA 0s" : "";
+  return "ETA " + format_duration(elapsed_s / static_cast<double>(done) * static_cast<double>(total - done));
+}
 
 void set_identity(int rank, int world_size, const std::string& role) {
   auto& s = state();
@@ -48,6 +71,23 @@ void set_identity(int rank, int world_size, const std::string& role) {
   refresh_crash_identity();
 }
 void set_level(Level level) { state().level = level; }
+
+Level parse_level(const std::string& name) {
+  if (name == "debug") return Level::kDebug;
+  if (name == "info") return Level::kInfo;
+  if (name == "warn" || name == "warning") return Level::kWarn;
+  if (name == "error") return Level::kError;
+  throw Error(str("--log-level is '", name, "', but must be debug, info, warn or error."));
+}
+
+void set_file(const std::string& path) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.file.is_open()) s.file.close();
+  if (path.empty()) return;
+  s.file.open(path, std::ios::app);
+  DICE_REQUIRE(s.file.is_open(), "Could not open the log file ", path, ".");
+}
 void set_all_ranks(bool all) { state().all_ranks = all; }
 int rank() { return state().rank; }
 const std::string& role() { return state().role; }
@@ -69,6 +109,15 @@ void write(Level level, const std::string& msg) {
   else
     std::fprintf(level >= Level::kWarn ? stderr : stdout, "%s%s\n", tag, msg.c_str());
   std::fflush(level >= Level::kWarn ? stderr : stdout);
+  if (s.file.is_open()) {
+    char stamp[32];
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    s.file << stamp << " " << (level >= Level::kWarn ? identity() + " " : std::string()) << tag << msg << "\n";
+    s.file.flush();
+  }
 }
 
 Progress::Progress(std::string label, long total)
@@ -89,7 +138,7 @@ void Progress::update(long done) {
   for (int i = 0; i < static_cast<int>(frac * width) && i < width; ++i) bar[i] = '#';
   std::fprintf(stderr, "%s%s %ld/%ld [%s] %3d%% %s %s%s", tty_ ? "\r" : "", label_.c_str(), done, total_,
                bar.c_str(), static_cast<int>(frac * 100), last ? "took" : "ETA",
-               fmt_duration(last ? elapsed : eta).c_str(), tty_ && !last ? "" : "\n");
+               format_duration(last ? elapsed : eta).c_str(), tty_ && !last ? "" : "\n");
   std::fflush(stderr);
 }
 

@@ -108,6 +108,17 @@ resume)
   run 2 "$work/cut" "${pairs[@]}" "${z[@]}" --steps 4 --resume auto | tee "$work/resume.log"
   grep -q "resuming from $work/cut/step_000002" "$work/resume.log" || fail "the rerun did not resume from step_000002"
   compare "$work/full/metrics.jsonl" "$work/cut/metrics.jsonl" 0
+  # what a run shows: every record timed, its numbers in TensorBoard event files (read by a reader
+  # of our own, not dice's), elapsed_s counted on across the resume
+  "$py" "$src/tests/train/tfevents_check.py" "$work/cut" loss ce_masked grad_norm lr || fail "TensorBoard events"
+  "$py" - "$work/cut/metrics.jsonl" <<'EOF'
+import json, sys, time
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert all(abs(x["time"] - time.time()) < 3600 for x in r), [x.get("time") for x in r]
+e = [x["elapsed_s"] for x in r]
+assert e == sorted(e) and e[0] >= 0, f"elapsed_s not counted on across the resume: {e}"
+print("time and elapsed_s in every record:", e)
+EOF
   ;;
 refuse)
   expect_refusal() {  # expect_refusal PATTERN NP args...

@@ -143,6 +143,7 @@ for x, y in zip(a, b):
         assert x[k] == y[k], f"step {x['step']} {k}: {x[k]!r} != {y[k]!r}"
 print("resumed run == uninterrupted run, bit for bit:", [r["loss"] for r in b])
 EOF
+  "$py" "$src/tests/train/tfevents_check.py" "$work/cut" loss reward_mean kl || fail "TensorBoard events"
   ;;
 hang)
   # A stuck rank (SIGSTOP, not dead: mpirun sees nothing) -> the others' watchdog ends the job.
@@ -209,6 +210,19 @@ assert r[0]["reward_mean"] == 0 and r[0]["zero_variance_groups"] == 3 and r[0]["
 # Sequences went to the judge as they finished (JudgeQueue): batches and submit -> verdict latencies.
 assert r[0]["judge_batches"] >= 1 and "judge_latency_p50_s" in r[0] and r[0]["judge_latency_p90_s"] >= 0, r[0]
 print("judge reward: 9 candidates judged,", r[0]["failures"])
+EOF
+  # rollouts: the decoded response, the code the judge took from it and its verdict, beside the ids
+  "$py" - "$work/judge/rollouts/step_000001.jsonl" "$work/judge/log.txt" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 9, len(rows)
+for x in rows:
+    assert isinstance(x["response"], str) and x["response_ids"], x
+    assert x["verdict"]["failure"] in ("no_code", "compile_error") and x["verdict"]["reward"] == x["reward"], x["verdict"]
+    assert "code" in x, sorted(x)
+log = open(sys.argv[2]).read()
+assert "step 1/1" in log and log[:4].isdigit() and "T" in log.split()[0], log[:200]
+print("rollouts with text and verdicts:", sorted({x["verdict"]["failure"] for x in rows}), "| log.txt:", log.splitlines()[-1][:80])
 EOF
   ;;
 *) fail "unknown scenario $scenario" ;;

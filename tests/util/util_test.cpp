@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/hash.h"
 #include "dice/util/log.h"
+#include "dice/util/tensorboard.h"
 
 namespace dice {
 namespace {
@@ -25,6 +28,34 @@ TEST(Sha256, StreamingEqualsOneShot) {
   hash::Sha256 h;
   for (size_t i = 0; i < data.size(); i += 37) h.update(std::string_view(data).substr(i, 37));
   EXPECT_EQ(h.hex_digest(), hash::sha256_hex(data));
+}
+
+TEST(TensorBoard, Crc32cKnownVectorsAndFraming) {
+  // CRC-32C check values (RFC 3720 B.4): "123456789", 32 zero bytes
+  EXPECT_EQ(tb::crc32c("123456789", 9), 0xE3069283u);
+  const std::string zeros(32, '\0');
+  EXPECT_EQ(tb::crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  std::string dir = fs::make_temp_dir("dice_tb_test_");
+  std::string path;
+  {
+    tb::EventWriter w(dir);
+    w.scalars(7, {{"loss", 0.5}, {"rates/pass", 0.25}}, 1.7e9);
+    path = w.path();
+  }
+  std::string bytes = fs::read_file(path);
+  // two records (file_version, one event): each 8 length bytes + 4 + data + 4
+  uint64_t n1 = 0;
+  std::memcpy(&n1, bytes.data(), 8);
+  ASSERT_LT(16 + n1, bytes.size());
+  uint32_t crc = 0;
+  std::memcpy(&crc, bytes.data() + 8, 4);
+  EXPECT_EQ(crc, tb::masked_crc32c(bytes.data(), 8));
+  EXPECT_NE(bytes.find("brain.Event:2"), std::string::npos);
+  uint64_t n2 = 0;
+  std::memcpy(&n2, bytes.data() + 16 + n1, 8);
+  EXPECT_EQ(bytes.size(), 32 + n1 + n2);
+  EXPECT_NE(bytes.find("rates/pass"), std::string::npos);
+  fs::remove_tree(dir);
 }
 
 TEST(Fnv, DiffersOnChange) { EXPECT_NE(hash::fnv1a64("a"), hash::fnv1a64("b")); }

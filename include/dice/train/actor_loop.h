@@ -7,6 +7,7 @@
 // shard_range(N, a, A), so a group may span two actors. Rewards are all-gathered, so every actor
 // computes the advantages of every group from the same numbers: exactly the single-actor result.
 // Sample s of step t uses the sampler's noise stream t * N + s.
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -40,6 +41,9 @@ StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok);
 struct ActorOutput {
   std::vector<Rollout> mine;  // this actor's samples (kept and dropped), in sample order
   nlohmann::json metrics;     // this actor's share (summed over actors by the trainer)
+  // With rollout.write_rollouts, per sample of `mine`: the response text, the code the judge took
+  // from it and its verdict (failure class, reward, speedup), for rollouts/step_N.jsonl.
+  std::vector<nlohmann::json> details;
 };
 
 class ActorLoop {
@@ -52,7 +56,9 @@ class ActorLoop {
  private:
   judge::Job job_for(const judge::Task& task, const std::vector<int64_t>& response) const;
   std::vector<double> synthetic_rewards(const std::vector<Rollout>& rs) const;
-  std::vector<double> judge_rewards(judge::JudgeQueue& queue, int64_t first, size_t n, nlohmann::json& m);
+  // verdicts (optional): each judged sample's verdict, by its index among this actor's samples
+  std::vector<double> judge_rewards(judge::JudgeQueue& queue, int64_t first, size_t n, nlohmann::json& m,
+                                    std::map<int64_t, judge::Verdict>* verdicts);
   std::vector<double> gather_rewards(const std::vector<double>& mine, int64_t n);
 
   const RlRunConfig& cfg_;

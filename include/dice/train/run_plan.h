@@ -4,12 +4,16 @@
 // fingerprint.json (the starting model's identity, plus `inputs`: e.g. the digest of SFT's tokenized
 // examples) must match on resume, and a resume is refused when the recorded config.yaml differs
 // in a key for which `affects_results` is true.
+#include <cstdint>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "dice/dist/world.h"
 #include "dice/train/rl_config.h"
 #include "dice/train/model_source.h"
 #include "dice/util/run_dir.h"
+#include "dice/util/tensorboard.h"
 
 namespace dice::train {
 
@@ -34,5 +38,26 @@ void keep_metrics_through(const std::string& path, int64_t step);
 
 // Appends one line (a metrics record) to `path`, flushed; a dice::Error when that fails.
 void append_line(const std::string& path, const std::string& line);
+
+// What a run records per step (rank 0): <run>/metrics.jsonl, one JSON record per step, and the
+// same numbers as TensorBoard scalars in <run>/events.out.tfevents.* (a new file per start; the
+// tags are the record's keys, nested objects as "key/sub"). Every record gets `time` (Unix
+// seconds) and `elapsed_s` (the run's seconds so far, counted on across resumes).
+class MetricsLog {
+ public:
+  MetricsLog() = default;
+  // Keeps the records through `resume_step` (the later steps run again) and starts an event file.
+  void open(const std::string& run_dir, int64_t resume_step);
+  bool is_open() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  // rec needs "step"; `time` and `elapsed_s` are added to it.
+  void write(nlohmann::json& rec);
+
+ private:
+  std::string path_;
+  double start_s_ = 0;         // steady clock at open()
+  double elapsed_before_ = 0;  // the kept records' last elapsed_s
+  tb::EventWriter events_;
+};
 
 }  // namespace dice::train
