@@ -22,7 +22,21 @@ set(DICE_TORCH_CUDA OFF)
 if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES OR CUDA_FOUND)
   set(DICE_TORCH_CUDA ON)
 endif()
-message(STATUS "dice: LibTorch ${Torch_VERSION} (CUDA: ${DICE_TORCH_CUDA})")
+message(STATUS "dice: LibTorch ${Torch_VERSION} (CUDA: ${DICE_TORCH_CUDA}) from ${Torch_DIR}")
+# A GPU machine whose Python torch has CUDA, but the LibTorch found first is a CPU one (Debian's
+# libtorch-dev): say so loudly, with the command that builds against the CUDA one.
+if(NOT DICE_TORCH_CUDA)
+  foreach(py python3 /usr/bin/python3)
+    execute_process(COMMAND ${py} -c "import torch, torch.utils; print(int(torch.cuda.is_available() or bool(torch.version.cuda)), torch.utils.cmake_prefix_path)"
+                    OUTPUT_VARIABLE _pt OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _rc ERROR_QUIET)
+    if(_rc EQUAL 0 AND _pt MATCHES "^1 ")
+      string(SUBSTRING "${_pt}" 2 -1 _pt_prefix)
+      message(WARNING "dice: this build uses a LibTorch without CUDA (${Torch_DIR}), but ${py}'s torch has CUDA. "
+                      "For a GPU build: cmake -S . -B build-gpu -DCMAKE_PREFIX_PATH=${_pt_prefix} (or tools/gpu/build.sh).")
+      break()
+    endif()
+  endforeach()
+endif()
 # Torch's flags (e.g. -D_GLIBCXX_USE_CXX11_ABI) as a usage requirement of one interface target.
 add_library(dice_torch INTERFACE)
 separate_arguments(_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")

@@ -17,6 +17,7 @@ pkgs=(
   libopenblas0-openmp
   libopenmpi-dev openmpi-bin
   libhdf5-dev
+  python3-h5py  # tests: an HDF5 reader that is not dice's (export-hf check)
   libboost-dev
   libcli11-dev libgtest-dev libgmock-dev libyaml-cpp-dev nlohmann-json3-dev
   slurm-wlm munge

@@ -1,7 +1,7 @@
 // `dice ckpt`: inspect checkpoints, convert HF folders <-> checkpoints, create random model folders.
 //   dice ckpt info PATH                     (a checkpoint, or a run dir: its latest complete one)
 //   dice ckpt import-hf --hf DIR --out RUN_DIR [--step N]
-//   dice ckpt export-hf --checkpoint PATH --out DIR [--max-shard-bytes N]
+//   dice ckpt export-hf --checkpoint PATH --out DIR [--max-shard-bytes N] [--dtype auto|bfloat16|float16|float32]
 //   dice ckpt init --config configs/models/tiny.yaml [--set model.num_hidden_layers=4] --out DIR
 #include <cstdio>
 #include <filesystem>
@@ -105,18 +105,24 @@ void setup_export(CLI::App& cmd) {
     int64_t max_shard_bytes = 0;
     bool no_verify = false;
     bool replace = false;
+    std::string dtype = "auto";
   };
   auto a = std::make_shared<Args>();
   cmd.add_option("--checkpoint", a->checkpoint, "checkpoint directory, or a run directory (its latest)")->required();
   cmd.add_option("--out", a->out, "output HF folder")->required();
-  cmd.add_option("--max-shard-bytes", a->max_shard_bytes, "shard the safetensors (0: one model.safetensors)")
+  cmd.add_option("--max-shard-bytes", a->max_shard_bytes,
+                 "shard the safetensors (0: one model.safetensors up to 5 GB, then 5 GB shards with an index)")
+      ->capture_default_str();
+  cmd.add_option("--dtype", a->dtype,
+                 "auto (a trained run's fp32 weights in config.json's torch_dtype, bfloat16 if it names none; "
+                 "an imported model's dtypes as stored), bfloat16, float16 or float32")
       ->capture_default_str();
   cmd.add_flag("--no-verify", a->no_verify, "skip checksum verification while loading");
   cmd.add_flag("--replace", a->replace, "replace the model in an existing --out (kept until the new one is whole)");
   cmd.callback([a] {
     bool verified = false;
     std::string dir = resolve_checkpoint(a->checkpoint, !a->no_verify, &verified);
-    ckpt::export_hf(dir, a->out, a->max_shard_bytes, !a->no_verify && !verified, a->replace);
+    ckpt::export_hf(dir, a->out, a->max_shard_bytes, !a->no_verify && !verified, a->replace, a->dtype);
     std::printf("%s\n", a->out.c_str());
   });
 }

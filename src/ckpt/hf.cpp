@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 #include "dice/ckpt/checkpoint.h"
@@ -156,6 +157,37 @@ const std::vector<std::string>& hf_side_files() {
   return files;
 }
 
+std::vector<std::string> side_files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& name : hf_side_files())
+    if (stdfs::is_regular_file(stdfs::path(dir) / name)) out.push_back(name);
+  std::error_code ec;
+  std::vector<std::string> code;
+  for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_regular_file() && n.size() > 3 && n.compare(n.size() - 3, 3, ".py") == 0) code.push_back(n);
+  }
+  std::sort(code.begin(), code.end());
+  out.insert(out.end(), code.begin(), code.end());
+  // auto_map: {"AutoConfig": "configuration_sdar.SDARConfig", ...}; "repo--module.Class" names another repo
+  const std::string cfg = (stdfs::path(dir) / "config.json").string();
+  if (stdfs::is_regular_file(cfg)) {
+    auto j = json::parse(fs::read_file(cfg), nullptr, false);
+    if (j.is_object() && j.contains("auto_map") && j["auto_map"].is_object())
+      for (const auto& [k, v] : j["auto_map"].items()) {
+        if (!v.is_string()) continue;
+        std::string ref = v.get<std::string>();
+        if (ref.find("--") != std::string::npos) continue;
+        const auto dot = ref.rfind('.');
+        const std::string file = (dot == std::string::npos ? ref : ref.substr(0, dot)) + ".py";
+        if (std::find(code.begin(), code.end(), file) == code.end())
+          log::warn(dir, "/config.json names ", ref, " in auto_map (", k, "), but ", file,
+                    " is not there: transformers will not load this model with trust_remote_code");
+      }
+  }
+  return out;
+}
+
 std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int64_t step, bool replace) {
   DICE_REQUIRE(stdfs::is_directory(hf_dir), "HF folder ", hf_dir, " does not exist");
   const auto existing = stdfs::path(run_dir) / step_dir_name(step);
@@ -170,25 +202,46 @@ std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int
   state.stage = "import";
   state.metrics_json = json{{"imported_from", stdfs::absolute(hf_dir).lexically_normal().string()}}.dump();
   SaveOptions opts;
-  for (const auto& name : hf_side_files()) opts.copy_files.push_back((stdfs::path(hf_dir) / name).string());
+  for (const auto& name : side_files_in(hf_dir)) opts.copy_files.push_back((stdfs::path(hf_dir) / name).string());
   std::string dir = save_checkpoint(run_dir, step, tensors, nullptr, state, opts);
   log::info("imported ", tensors.size(), " tensors from ", hf_dir, " into ", dir, " in ", timer.elapsed_s(), " s");
   return dir;
 }
 
 void export_hf(const std::string& ckpt_dir, const std::string& out_dir, int64_t max_shard_bytes, bool verify,
-               bool replace) {
+               bool replace, const std::string& dtype) {
   DICE_REQUIRE(max_shard_bytes >= 0, "--max-shard-bytes must be >= 0, got ", max_shard_bytes);
+  const std::map<std::string, torch::Dtype> dtypes = {
+      {"bfloat16", torch::kBFloat16}, {"float16", torch::kHalf}, {"float32", torch::kFloat32}};
+  DICE_REQUIRE(dtype == "auto" || dtypes.count(dtype), "--dtype is '", dtype,
+               "', but must be auto, bfloat16, float16 or float32.");
   auto problems = check_checkpoint(ckpt_dir, /*verify=*/false);
   DICE_REQUIRE(problems.empty(), "the checkpoint ", ckpt_dir, " cannot be exported: ", problems.empty() ? "" : problems[0],
                ". Export a complete checkpoint (or the run folder: its latest complete one).");
   Timer timer;
   NamedTensors tensors = load_model(ckpt_dir, verify);
+  // the dtype to write: config.json's when every floating tensor is fp32 (master weights)
+  const std::string cfg_path = ckpt_dir + "/config.json";
+  json cfg = stdfs::is_regular_file(cfg_path) ? json::parse(fs::read_file(cfg_path), nullptr, false) : json();
+  std::string target = dtype;
+  if (target == "auto") {
+    bool all_fp32 = true;
+    for (const auto& [name, t] : tensors) all_fp32 = all_fp32 && (!t.is_floating_point() || t.scalar_type() == torch::kFloat32);
+    const std::string named = cfg.is_object() ? cfg.value("torch_dtype", std::string("bfloat16")) : "bfloat16";
+    target = all_fp32 && dtypes.count(named) ? named : all_fp32 ? "bfloat16" : "";
+  }
+  if (!target.empty()) {
+    for (auto& [name, t] : tensors)
+      if (t.is_floating_point()) t = t.to(dtypes.at(target));
+    if (cfg.is_object()) cfg["torch_dtype"] = target;
+  }
+  if (max_shard_bytes == 0 && tensor_bytes(tensors) > kAutoShardBytes) max_shard_bytes = kAutoShardBytes;
   StagedFolder staged(out_dir, replace, tensor_bytes(tensors), "ckpt export-hf");
   std::vector<std::string> copied;
   try {
     model::save_hf_weights(staged.dir(), tensors, max_shard_bytes);
-    copied = copy_present(ckpt_dir, staged.dir(), hf_side_files());
+    copied = copy_present(ckpt_dir, staged.dir(), side_files_in(ckpt_dir));
+    if (!target.empty() && cfg.is_object()) fs::write_file(staged.dir() + "/config.json", cfg.dump(2) + "\n");
   } catch (const std::exception& e) {
     throw Error(str("ckpt export-hf: writing ", out_dir, " failed (", e.what(), "); ",
                     stdfs::exists(out_dir) ? "the old folder is kept as it was." : "nothing was left behind."));

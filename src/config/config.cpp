@@ -1,6 +1,9 @@
 // YAML loading, overrides and key-path errors for the typed config tree.
 #include "dice/config/config.h"
 
+#include <algorithm>
+
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -116,18 +119,54 @@ std::map<std::string, std::string> flatten(const YAML::Node& n) {
   return out;
 }
 
+namespace {
+
+// `over` laid onto `base`: mappings merge key by key, anything else (scalars, lists) replaces.
+YAML::Node merged(const YAML::Node& base, const YAML::Node& over) {
+  if (!base.IsMap() || !over.IsMap()) return YAML::Clone(over);
+  YAML::Node out = YAML::Clone(base);
+  for (auto it = over.begin(); it != over.end(); ++it) {
+    const std::string k = it->first.as<std::string>();
+    out[k] = out[k] ? merged(out[k], it->second) : YAML::Clone(it->second);
+  }
+  return out;
+}
+
+YAML::Node load_file_tree(const std::string& path, std::vector<std::string>& chain) {
+  DICE_REQUIRE(fs::exists(path), "config file '", path, "' does not exist",
+               chain.empty() ? std::string() : str(" (included by '", chain.back(), "')"));
+  const std::string canon = std::filesystem::weakly_canonical(path).string();
+  DICE_REQUIRE(std::find(chain.begin(), chain.end(), canon) == chain.end(), "config file '", path,
+               "' includes itself (through ", chain.back(), ")");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw Error(str("config file '", path, "' is not valid YAML (line ", e.mark.line + 1, "): ", e.msg));
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  DICE_REQUIRE(root.IsMap(), "config file '", path, "' must hold a mapping at the top level");
+  check_unique_keys(root, path, "");
+  if (!root["include"]) return root;
+  // `include: base.yaml` (relative to this file): the base's keys, then this file's on top
+  DICE_REQUIRE(root["include"].IsScalar() && !root["include"].Scalar().empty(), "config file '", path,
+               "': include must name one file (a path relative to this file)");
+  std::filesystem::path base = root["include"].Scalar();
+  if (base.is_relative()) base = std::filesystem::path(path).parent_path() / base;
+  chain.push_back(canon);
+  YAML::Node under = load_file_tree(base.string(), chain);
+  chain.pop_back();
+  root.remove("include");
+  return merged(under, root);
+}
+
+}  // namespace
+
 YAML::Node load_tree(const std::string& path, const std::vector<std::string>& sets) {
   YAML::Node root(YAML::NodeType::Map);
   if (!path.empty()) {
-    DICE_REQUIRE(fs::exists(path), "config file '", path, "' does not exist");
-    try {
-      root = YAML::LoadFile(path);
-    } catch (const YAML::Exception& e) {
-      throw Error(str("config file '", path, "' is not valid YAML (line ", e.mark.line + 1, "): ", e.msg));
-    }
-    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-    DICE_REQUIRE(root.IsMap(), "config file '", path, "' must hold a mapping at the top level");
-    check_unique_keys(root, path, "");
+    std::vector<std::string> chain;
+    root = load_file_tree(path, chain);
   }
   apply_overrides(root, sets);
   return root;
@@ -137,6 +176,45 @@ std::string dump(const YAML::Node& n) {
   YAML::Emitter e;
   e << n;
   return std::string(e.c_str()) + "\n";
+}
+
+std::string dump_flow(const YAML::Node& n) {
+  if (n.IsScalar() && n.Scalar().empty()) return "";
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+std::string describe_text(const std::vector<KeyDoc>& keys) {
+  size_t w = 0;
+  for (const auto& k : keys) w = std::max(w, k.key.size());
+  std::string out;
+  for (const auto& k : keys) {
+    std::string line = k.key + std::string(w + 2 - k.key.size(), ' ');
+    if (k.section) {
+      line += "(" + k.type + ")";
+    } else {
+      line += k.default_text.empty() ? std::string("\"\"") : k.default_text;
+      line += "  [" + k.type + "]";
+    }
+    if (!k.help.empty()) line += "  " + k.help;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string describe_markdown(const std::vector<KeyDoc>& keys) {
+  auto cell = [](std::string s) {
+    std::string o;
+    for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
+    return o;
+  };
+  std::string out = "| key | type | default | what it does |\n|---|---|---|---|\n";
+  for (const auto& k : keys)
+    out += "| `" + k.key + "` | " + cell(k.type) + " | " +
+           (k.section ? std::string() : "`" + cell(k.default_text.empty() ? "\"\"" : k.default_text) + "`") + " | " +
+           cell(k.help) + " |\n";
+  return out;
 }
 
 }  // namespace dice::config

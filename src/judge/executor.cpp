@@ -68,6 +68,44 @@ double median(std::vector<double> v) {
 }
 
 // A JSON line exchange with a helper process: false when it died or timed out.
+// CPU seconds of every process in session `sid` (alive, and what their reaped children used).
+double session_cpu_seconds(long sid) {
+  double ticks = 0;
+  for (const auto& pid : numeric_entries("/proc")) {
+    std::string st = read_small_file("/proc/" + pid + "/stat");
+    size_t r = st.rfind(')');
+    if (r == std::string::npos) continue;
+    std::istringstream in(st.substr(r + 2));
+    std::string field;
+    double t = 0;
+    long session = -1;
+    for (int i = 3; i <= 17 && in >> field; ++i) {
+      if (i == 6) session = std::atol(field.c_str());
+      if (i >= 14) t += std::atof(field.c_str());  // utime stime cutime cstime
+    }
+    if (session == sid) ticks += t;
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The first line of one of the judge's own processes (its "ready" after `import torch` and, on a
+// GPU, the CUDA context). A loaded machine slows that down without anything being wrong: past
+// `timeout_s` on the wall clock it gets more time while its session used less than `timeout_s`
+// of CPU, up to 3 x `timeout_s`. False when it ended or ran out of both.
+bool read_start_line(proc::Subprocess& p, double timeout_s, std::string& line) {
+  Timer t;
+  for (;;) {
+    const double left = timeout_s - t.elapsed_s();
+    if (left > 0) {
+      if (p.read_result_line(line, left)) return true;
+      if (!p.running()) return false;
+      continue;
+    }
+    if (!p.running() || t.elapsed_s() >= 3 * timeout_s || session_cpu_seconds(p.pid()) >= timeout_s) return false;
+    if (p.read_result_line(line, 1.0)) return true;
+  }
+}
+
 bool ask(proc::Subprocess& p, const nlohmann::json& req, double timeout_s, nlohmann::json& reply) {
   std::string line;
   if (!p.write_stdin(req.dump() + "\n") || !p.read_result_line(line, timeout_s)) return false;
@@ -184,7 +222,7 @@ class Executor::Candidate {
   // Waits for "ready", then finds the interpreter's host pid and counts its threads.
   bool wait_ready(double timeout_s, std::string& err) {
     std::string line;
-    bool ok = proc_->read_result_line(line, timeout_s);
+    bool ok = read_start_line(*proc_, timeout_s, line);
     auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
     if (!ok || !j.is_object() || j.value("event", "") != "ready") {
       err = tail(proc_->stderr_tail(), 2000);
@@ -228,25 +266,7 @@ class Executor::Candidate {
   // CPU seconds the candidate's processes used so far: every process of its session (the
   // interpreter's threads, children alive, and what reaped children used), so a fork bomb's time
   // counts as much as a loop's.
-  double cpu_seconds() const {
-    const long sid = proc_->pid();
-    double ticks = 0;
-    for (const auto& pid : numeric_entries("/proc")) {
-      std::string st = read_small_file("/proc/" + pid + "/stat");
-      size_t r = st.rfind(')');
-      if (r == std::string::npos) continue;
-      std::istringstream in(st.substr(r + 2));
-      std::string field;
-      double t = 0;
-      long session = -1;
-      for (int i = 3; i <= 17 && in >> field; ++i) {
-        if (i == 6) session = std::atol(field.c_str());
-        if (i >= 14) t += std::atof(field.c_str());  // utime stime cutime cstime
-      }
-      if (session == sid) ticks += t;
-    }
-    return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
+  double cpu_seconds() const { return session_cpu_seconds(proc_->pid()); }
 
   // "" when only the interpreter's own threads run; else what was left (threads, processes).
   std::string leftovers() const {
@@ -306,7 +326,7 @@ void Executor::ensure_reference() {
   opts.sandbox.enabled = false;  // trusted code only; candidates cannot reach it (other uid, own pid namespace)
   ref_ = std::make_unique<proc::Subprocess>(opts);
   std::string line;
-  bool ok = ref_->read_result_line(line, s_.start_timeout_s);
+  bool ok = read_start_line(*ref_, s_.start_timeout_s, line);
   auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
   if (!ok || !j.is_object() || j.value("event", "") != "ready") {
     std::string err = tail(ref_->stderr_tail(), 2000);

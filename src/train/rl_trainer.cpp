@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "dice/ckpt/checkpoint.h"
+#include "dice/ckpt/hf.h"
 #include "dice/config/config.h"
 #include "dice/dist/comm.h"
 #include "dice/model/config.h"
@@ -432,9 +433,7 @@ std::string Run::checkpoint(const StageData& st, int64_t next_cursor) {
   so.rank = role_rank_;
   so.leader = role_rank_ == 0;
   so.keep_last = cfg_.ckpt.keep_last;
-  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
-                        "added_tokens.json", "special_tokens_map.json"})
-    so.copy_files.push_back(model_dir_ + "/" + f);
+  for (const auto& f : ckpt::side_files_in(model_dir_)) so.copy_files.push_back(model_dir_ + "/" + f);  // config, tokenizer, remote code
   dist::Comm* learners = role_comm_.get();
   so.barrier = [learners] { learners->barrier(); };
   auto state_dict = so.leader ? (*master_)->state_dict(torch::kFloat32) : model::NamedTensors{};
@@ -458,7 +457,8 @@ void Run::report(const StageData& st, const ActorOutput& rollouts, const json& p
       if (i < rollouts.details.size()) line.update(rollouts.details[i]);  // response, code, verdict
       lines.push_back(std::move(line));
     }
-    roll_parts = world_.gather(lines.dump());
+    // a sampled response may cut a multi-byte character: invalid UTF-8 becomes U+FFFD in the file
+    roll_parts = world_.gather(lines.dump(-1, ' ', false, json::error_handler_t::replace));
   }
   if (!saved.empty()) result_.last_checkpoint = saved;
   result_.last_step = step_;

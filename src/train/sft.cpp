@@ -15,6 +15,7 @@
 #include <random>
 
 #include "dice/ckpt/checkpoint.h"
+#include "dice/ckpt/hf.h"
 #include "dice/dist/comm.h"
 #include "dice/judge/task.h"
 #include "dice/model/config.h"
@@ -619,9 +620,7 @@ std::string SftRun::checkpoint(int64_t s) {
   so.rank = cfg_.optim.zero1 ? world_.rank() : 0;
   so.leader = world_.is_root();
   so.keep_last = cfg_.keep_last;
-  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
-                        "added_tokens.json", "special_tokens_map.json"})
-    so.copy_files.push_back(src_.dir + "/" + f);
+  for (const auto& f : ckpt::side_files_in(src_.dir)) so.copy_files.push_back(src_.dir + "/" + f);  // config, tokenizer, remote code
   dist::Comm* c = comm_.get();
   so.barrier = [c] { c->barrier(); };
   // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0

@@ -240,6 +240,11 @@ values)
     grep -q "^out: .*pc" "$work/ok.log" || { cat "$work/ok.log"; fail "dice $c --print-config printed no config"; }
     [[ ! -e pc ]] || fail "dice $c --print-config started a run (pc exists)"
   done
+  # a config that includes another: the 8B one states only what differs from the 1.7B one
+  run_ok "$dice" train -c "$src/configs/train/sdar-8b-bicrl.yaml" --print-config
+  for want in "zero1: true" "checkpoint_layers: -1" "max_new_tokens: 4096" "out: runs/sdar-8b"; do
+    grep -q "$want" "$work/ok.log" || { cat "$work/ok.log"; fail "sdar-8b-bicrl.yaml resolves without '$want'"; }
+  done
   run_ok "$dice" eval --checkpoint model "${eval_args[@]}" --out pc --print-config
   grep -q "^out: .*pc" "$work/ok.log" && [[ ! -e pc ]] || fail "dice eval --print-config ran the evaluation"
   j=(judge --tasks two.jsonl --candidates cands.jsonl --set "cache_root=$work/cache")

@@ -1,6 +1,8 @@
 // config: typed loading, overrides, rejection of unknown keys and bad values.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "dice/config/config.h"
 #include "dice/util/fs.h"
 
@@ -97,6 +99,59 @@ TEST(Config, FileErrorsNameTheFile) {
   EXPECT_THROW(load_tree(dir + "/bad.yaml"), Error);
   YAML::Node root;
   EXPECT_THROW(apply_overrides(root, {"novalue"}), Error);
+}
+
+TEST(Config, IncludeLaysTheFileOverItsBase) {
+  std::string dir = fs::make_temp_dir("dice_cfg_");
+  std::filesystem::create_directories(dir + "/sub");
+  fs::write_file(dir + "/base.yaml", "lr: 0.5\nname: base\nsampler: {block_size: 8, strategy: dynamic, stop_ids: [1, 2]}\n");
+  fs::write_file(dir + "/sub/top.yaml", "include: ../base.yaml\nname: top\nsampler: {block_size: 2, stop_ids: [7]}\n");
+  Root r = load<Root>(load_tree(dir + "/sub/top.yaml", {"sampler.block_size=3"}));
+  EXPECT_EQ(r.lr, 0.5);                          // from the base
+  EXPECT_EQ(r.name, "top");                      // the file's own
+  EXPECT_EQ(r.sampler.strategy, "dynamic");      // mappings merge key by key
+  EXPECT_EQ(r.sampler.block_size, 3);            // --set last
+  EXPECT_EQ(r.sampler.stop_ids, std::vector<int>{7});  // lists replace
+  // a cycle and a missing base are refused with a sentence naming the files
+  fs::write_file(dir + "/a.yaml", "include: b.yaml\n");
+  fs::write_file(dir + "/b.yaml", "include: a.yaml\n");
+  try {
+    load_tree(dir + "/a.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("includes itself"), std::string::npos) << e.what();
+  }
+  fs::write_file(dir + "/c.yaml", "include: gone.yaml\n");
+  try {
+    load_tree(dir + "/c.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gone.yaml' does not exist (included by"), std::string::npos) << e.what();
+  }
+  fs::remove_tree(dir);
+}
+
+struct Helped {
+  int steps = 4;
+  Inner sampler;
+  template <class V> void visit(V& v) {
+    v("steps", steps, "diffusion steps per block");
+    v("sampler", sampler, "how to sample");
+  }
+};
+
+TEST(Config, DescribeListsEveryKeyWithDefaultAndHelp) {
+  auto keys = describe(Helped{});
+  ASSERT_EQ(keys.size(), 5u);
+  EXPECT_EQ(keys[0].key, "steps");
+  EXPECT_EQ(keys[0].default_text, "4");
+  EXPECT_EQ(keys[0].help, "diffusion steps per block");
+  EXPECT_TRUE(keys[1].section);
+  EXPECT_EQ(keys[3].key, "sampler.strategy");
+  EXPECT_EQ(keys[3].choices, (std::vector<std::string>{"static", "dynamic"}));
+  EXPECT_EQ(keys[4].default_text, "[151645]");
+  const std::string md = describe_markdown(keys);
+  EXPECT_NE(md.find("| `steps` | integer | `4` | diffusion steps per block |"), std::string::npos) << md;
 }
 
 }  // namespace

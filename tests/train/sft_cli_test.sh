@@ -16,7 +16,9 @@
 #   resume  with ZeRO-1 over 2 ranks: a run cut after step 2 (--steps 2) and continued with
 #           --resume auto equals an uninterrupted 4-step run bit for bit (loss, CE, gradient norm,
 #           lr of every step), also past a metrics record cut short; the checkpoint holds one
-#           optimizer shard per rank.
+#           optimizer shard per rank. The resumed run's TensorBoard events and timed metrics are
+#           read back; its checkpoint is exported (export-hf, whole and sharded) and checked by
+#           readers that are not dice's.
 #   refuse  bad setups are refused before any work, each with a sentence.
 set -euo pipefail
 dice=${1:?usage: sft_cli_test.sh DICE SOURCE_DIR SCENARIO}
@@ -29,6 +31,11 @@ py=${DICE_PYTHON:-python3}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$dice" ckpt init --config "$src/configs/models/tiny.yaml" --out "$work/model" --seed 1 > /dev/null
+# Remote code, as SDAR's HF folders ship it (config.json names it in auto_map): checkpoints and
+# exports carry it, so an export loads with transformers' trust_remote_code.
+echo "# configuration (test stand-in)" > "$work/model/configuration_sdar.py"
+echo "# modeling (test stand-in)" > "$work/model/modeling_sdar.py"
+"$py" -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['auto_map'] = {'AutoConfig': 'configuration_sdar.SDARConfig', 'AutoModelForCausalLM': 'modeling_sdar.SDARForCausalLM'}; json.dump(c, open(p, 'w'), indent=2)" "$work/model/config.json"
 # Short pairs: 12 examples of a few dozen tokens.
 "$py" - "$work/pairs.jsonl" <<'EOF'
 import json, sys
@@ -119,6 +126,16 @@ e = [x["elapsed_s"] for x in r]
 assert e == sorted(e) and e[0] >= 0, f"elapsed_s not counted on across the resume: {e}"
 print("time and elapsed_s in every record:", e)
 EOF
+  # export-hf of the trained checkpoint (fp32 masters): bf16 as config.json says, remote code kept,
+  # one file and sharded with an index; read back by readers that are not dice's (h5py, a
+  # safetensors parser of the test's own), every tensor compared
+  [[ -f $work/cut/step_000004/modeling_sdar.py ]] || fail "the checkpoint lacks the model's remote code"
+  "$dice" ckpt export-hf --checkpoint "$work/cut" --out "$work/hf" > /dev/null
+  "$py" "$src/tests/ckpt/export_hf_check.py" "$work/cut/step_000004" "$work/hf" || fail "export-hf"
+  "$dice" ckpt export-hf --checkpoint "$work/cut" --out "$work/hf2" --max-shard-bytes 5000000 > /dev/null
+  [[ -f $work/hf2/model.safetensors.index.json ]] || fail "a sharded export has no index"
+  "$py" "$src/tests/ckpt/export_hf_check.py" "$work/cut/step_000004" "$work/hf2" || fail "sharded export-hf"
+  "$dice" ckpt import-hf --hf "$work/hf2" --out "$work/back" > /dev/null || fail "dice cannot import its own export"
   ;;
 refuse)
   expect_refusal() {  # expect_refusal PATTERN NP args...

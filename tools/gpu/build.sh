@@ -5,7 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 jobs=$(nproc)
 start=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" > /tmp/dice-cmake.log 2>&1 \
+prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)  # the CUDA LibTorch
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release ${prefix:+-DCMAKE_PREFIX_PATH=$prefix} "$@" > /tmp/dice-cmake.log 2>&1 \
   || { tail -40 /tmp/dice-cmake.log; exit 1; }
 grep -E "dice:" /tmp/dice-cmake.log
 ninja -C build-gpu -j "$jobs" -k 0 ${BUILD_TARGETS:-} > /tmp/dice-build.log 2>&1  # BUILD_TARGETS=dice: just the CLI

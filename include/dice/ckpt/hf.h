@@ -19,6 +19,10 @@ namespace dice::ckpt {
 
 // Files besides the weights that travel with a model: config, generation config, tokenizer.
 const std::vector<std::string>& hf_side_files();
+// The side files present in the model folder or checkpoint `dir`: hf_side_files() and its remote
+// code (every top-level *.py, e.g. SDAR's configuration_sdar.py and modeling_sdar.py, which its
+// config.json's auto_map names). Names, not paths. Warns when an auto_map module has no file.
+std::vector<std::string> side_files_in(const std::string& dir);
 
 // An existing <run_dir>/step_<N> is refused unless `replace`.
 std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int64_t step = 0, bool replace = false);
@@ -26,8 +30,12 @@ std::string import_hf(const std::string& hf_dir, const std::string& run_dir, int
 // A checkpoint without its COMPLETE marker is refused. out_dir is written whole beside itself and
 // then put in place: the old folder stays until the new one is whole (a full disk leaves it as it
 // was). An out_dir that already holds weights is refused unless `replace`.
+// dtype: "auto" writes a checkpoint whose floating tensors are all fp32 (a trained run's master
+// weights) in the dtype its config.json names (bfloat16 when it names none), and keeps the stored
+// dtypes otherwise (an imported model: HF -> checkpoint -> HF stays bit-exact); "bfloat16",
+// "float16", "float32" convert every floating tensor. config.json's torch_dtype says what was written.
 void export_hf(const std::string& ckpt_dir, const std::string& out_dir, int64_t max_shard_bytes = 0,
-               bool verify = true, bool replace = false);
+               bool verify = true, bool replace = false, const std::string& dtype = "auto");
 
 // The YAML of configs/models/<preset>.yaml:
 //   preset: sdar-1.7b        # optional base (model::ModelConfig::preset); fields below override it

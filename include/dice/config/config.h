@@ -16,6 +16,8 @@
 // load<T>(node) fills a T from YAML: absent keys keep their defaults, unknown keys and values of
 // the wrong type are rejected with a sentence naming the full key path. to_yaml() prints the
 // resolved tree (every field, defaults included), which runs save next to their outputs.
+// A file may start from another: `include: base.yaml` (relative to the file) loads the base, then
+// lays the file's keys on top (mappings merge key by key; scalars and lists replace).
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
@@ -94,6 +96,9 @@ class Writer {
   YAML::Node& node_;
 };
 
+// One-line YAML text of a node (flow style: [1, 2], {a: 1}); "" for an empty string.
+std::string dump_flow(const YAML::Node& n);
+
 template <typename T> YAML::Node to_yaml(const T& cfg) {
   YAML::Node n(YAML::NodeType::Map);
   Writer w(n);
@@ -164,6 +169,65 @@ template <typename T> T load_file(const std::string& path, const std::vector<std
 }
 
 std::string dump(const YAML::Node& n);
+
+// What a config struct accepts, key by key (`dice config show`, docs/config.md): the dotted key
+// ("sampler.temperature"; "stages[].name" for a list of mappings), its type, default and help.
+struct KeyDoc {
+  std::string key, type, default_text, help;
+  std::vector<std::string> choices;
+  bool section = false;  // a mapping (its keys follow) or a list of mappings
+};
+
+// Visitor that lists every field with its default and help text.
+class Describer {
+ public:
+  Describer(std::vector<KeyDoc>& out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
+  template <typename T> void operator()(const char* key, const T& field, const char* help = "");
+  void choice(const char* key, const std::string& field, const std::vector<std::string>& choices, const char* help = "") {
+    out_.push_back({detail::join_path(prefix_, key), "one of " + detail::choices_text(choices), field, help, choices});
+  }
+
+ private:
+  std::vector<KeyDoc>& out_;
+  std::string prefix_;
+};
+
+template <typename T> std::vector<KeyDoc> describe(const T& cfg, const std::string& prefix = "") {
+  std::vector<KeyDoc> out;
+  Describer d(out, prefix);
+  const_cast<T&>(cfg).visit(d);  // visit() only reads through a Describer
+  return out;
+}
+
+template <typename T> void Describer::operator()(const char* key, const T& field, const char* help) {
+  const std::string path = detail::join_path(prefix_, key);
+  if constexpr (detail::has_visit<T>::value) {
+    out_.push_back({path, "mapping", "", help, {}, true});
+    for (auto& k : describe(field, path)) out_.push_back(std::move(k));
+  } else if constexpr (detail::is_vector<T>::value) {
+    using E = typename T::value_type;
+    YAML::Node seq(YAML::NodeType::Sequence);
+    if constexpr (detail::has_visit<E>::value) {
+      for (const auto& e : field) seq.push_back(to_yaml(e));
+      out_.push_back({path, "list of mappings", dump_flow(seq), help, {}, true});
+      for (auto& k : describe(E{}, path + "[]")) out_.push_back(std::move(k));
+    } else {
+      for (const auto& e : field) seq.push_back(e);
+      out_.push_back({path, "list", dump_flow(seq), help, {}});
+    }
+  } else {
+    YAML::Node n;
+    n = field;
+    std::string type = detail::type_name<T>();
+    if (type.rfind("a ", 0) == 0) type = type.substr(2);
+    else if (type.rfind("an ", 0) == 0) type = type.substr(3);
+    out_.push_back({path, type, dump_flow(n), help, {}});
+  }
+}
+
+// The keys as text (one per line: key, type, default, help) or as a Markdown table.
+std::string describe_text(const std::vector<KeyDoc>& keys);
+std::string describe_markdown(const std::vector<KeyDoc>& keys);
 
 // Dotted key -> scalar text of a tree ("sampler.temperature" -> "0"); lists of scalars are one
 // entry. The basis of run-directory fingerprints (dice/util/run_dir.h).
