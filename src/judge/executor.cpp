@@ -67,7 +67,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// A JSON line exchange with a helper process: false when it died or timed out.
 // CPU seconds of every process in session `sid` (alive, and what their reaped children used).
 double session_cpu_seconds(long sid) {
   double ticks = 0;
@@ -106,6 +105,7 @@ bool read_start_line(proc::Subprocess& p, double timeout_s, std::string& line) {
   }
 }
 
+// A JSON line exchange with a helper process: false when it died or timed out.
 bool ask(proc::Subprocess& p, const nlohmann::json& req, double timeout_s, nlohmann::json& reply) {
   std::string line;
   if (!p.write_stdin(req.dump() + "\n") || !p.read_result_line(line, timeout_s)) return false;

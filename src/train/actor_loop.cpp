@@ -140,6 +140,8 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
     r.traj.advantage = adv.advantage[static_cast<size_t>(r.sample)];
     r.kept = kept_index[static_cast<size_t>(r.sample)];
   }
+  m["time_advantage_s"] = t_adv.elapsed_s();
+  // for rollouts/step_N.jsonl: what a person reads (not timed as the advantage phase)
   if (cfg_.rollout.write_rollouts) {
     for (const auto& r : out.mine) {
       nlohmann::json d = {{"response", r.sampled ? job_for(st.tasks[static_cast<size_t>(r.task)], r.traj.response_ids).text : ""}};
@@ -156,7 +158,6 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
       out.details.push_back(std::move(d));
     }
   }
-  m["time_advantage_s"] = t_adv.elapsed_s();
   // Step-wide numbers (identical on every actor): the trainer takes them from actor 0.
   double sum = 0, sq = 0;
   int64_t n_scored = 0;
