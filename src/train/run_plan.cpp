@@ -76,26 +76,23 @@ std::string plan_run_dir(const std::string& out, const std::string& resume, cons
   return verdict.substr(3);
 }
 
-void keep_metrics_through(const std::string& path, int64_t step) {
-  if (!fs::exists(path)) return;
+double keep_metrics_through(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return 0;
   std::string kept;
+  double elapsed = 0;
   fs::for_each_line(path, [&](int, const std::string& line) {
     const auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (rec.is_object() && rec.value("step", int64_t{0}) <= step) kept += line + "\n";
+    if (!rec.is_object() || rec.value("step", int64_t{0}) > step) return;
+    kept += line + "\n";
+    if (rec.contains("elapsed_s") && rec["elapsed_s"].is_number()) elapsed = std::max(elapsed, rec["elapsed_s"].get<double>());
   });
   fs::write_file_atomic(path, kept);
+  return elapsed;
 }
 
 void MetricsLog::open(const std::string& run_dir, int64_t resume_step) {
   path_ = run_dir + "/metrics.jsonl";
-  keep_metrics_through(path_, resume_step);
-  elapsed_before_ = 0;
-  if (fs::exists(path_))
-    fs::for_each_line(path_, [&](int, const std::string& line) {
-      const auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (rec.is_object() && rec.contains("elapsed_s") && rec["elapsed_s"].is_number())
-        elapsed_before_ = std::max(elapsed_before_, rec["elapsed_s"].get<double>());
-    });
+  elapsed_before_ = keep_metrics_through(path_, resume_step);
   start_s_ = now_s();
   events_ = tb::EventWriter(run_dir);
 }

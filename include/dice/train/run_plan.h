@@ -33,8 +33,9 @@ std::string plan_run_dir(const std::string& out, const std::string& resume, cons
 void inject_fault(const FaultConfig& f, int64_t step, const dist::World& world);
 
 // Keeps the records of metrics.jsonl up to `step` (the checkpoint a run resumes from): the steps
-// after it run again. A line cut short (a run killed while appending) is dropped.
-void keep_metrics_through(const std::string& path, int64_t step);
+// after it run again. A line cut short (a run killed while appending) is dropped. Returns the
+// largest `elapsed_s` of the kept records (0 when there is none): where the run's clock goes on.
+double keep_metrics_through(const std::string& path, int64_t step);
 
 // Appends one line (a metrics record) to `path`, flushed; a dice::Error when that fails.
 void append_line(const std::string& path, const std::string& line);
