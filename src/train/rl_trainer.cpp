@@ -205,6 +205,7 @@ class Run {
   bool colocated_, is_learner_, is_actor_;
   int num_learners_, role_rank_ = 0;
   std::string model_dir_, resume_from_;
+  std::vector<std::string> side_files_;  // of model_dir_, copied into every checkpoint
   MetricsLog metrics_;  // rank 0
   Timer clock_;          // since this start's first step (the ETA)
   ModelSource model_src_;
@@ -235,6 +236,7 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
   // ---- everything a user can get wrong is refused here, before any work ----
   model_src_ = resolve_model(cfg.model, "model");
   model_dir_ = model_src_.dir;
+  side_files_ = ckpt::side_files_in(model_dir_);  // config, tokenizer, remote code (looked up once)
   auto mcfg = model::ModelConfig::from_hf_dir(model_dir_);
   tok_.emplace(text::Tokenizer::from_dir(model_dir_));
   text::check_compatible(*tok_, mcfg.vocab_size, mcfg.mask_token_id);
@@ -433,7 +435,7 @@ std::string Run::checkpoint(const StageData& st, int64_t next_cursor) {
   so.rank = role_rank_;
   so.leader = role_rank_ == 0;
   so.keep_last = cfg_.ckpt.keep_last;
-  for (const auto& f : ckpt::side_files_in(model_dir_)) so.copy_files.push_back(model_dir_ + "/" + f);  // config, tokenizer, remote code
+  for (const auto& f : side_files_) so.copy_files.push_back(model_dir_ + "/" + f);
   dist::Comm* learners = role_comm_.get();
   so.barrier = [learners] { learners->barrier(); };
   auto state_dict = so.leader ? (*master_)->state_dict(torch::kFloat32) : model::NamedTensors{};

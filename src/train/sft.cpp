@@ -376,6 +376,7 @@ class SftRun {
   const std::string yaml_;
   const dist::World& world_;
   ModelSource src_;
+  std::vector<std::string> side_files_;  // of src_.dir, copied into every checkpoint
   run_dir::DirLock lock_;
   torch::Device device_{torch::kCPU};
   std::optional<model::Transformer> master_, compute_;
@@ -397,6 +398,7 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
   cfg.validate();
   // ---- everything a user can get wrong is refused here, before any work ----
   src_ = resolve_model(cfg.model, "model");
+  side_files_ = ckpt::side_files_in(src_.dir);  // config, tokenizer, remote code (looked up once)
   const auto mcfg = model::ModelConfig::from_hf_dir(src_.dir);
   const auto tok = text::Tokenizer::from_dir(src_.dir);
   text::check_compatible(tok, mcfg.vocab_size, mcfg.mask_token_id);
@@ -620,7 +622,7 @@ std::string SftRun::checkpoint(int64_t s) {
   so.rank = cfg_.optim.zero1 ? world_.rank() : 0;
   so.leader = world_.is_root();
   so.keep_last = cfg_.keep_last;
-  for (const auto& f : ckpt::side_files_in(src_.dir)) so.copy_files.push_back(src_.dir + "/" + f);  // config, tokenizer, remote code
+  for (const auto& f : side_files_) so.copy_files.push_back(src_.dir + "/" + f);
   dist::Comm* c = comm_.get();
   so.barrier = [c] { c->barrier(); };
   // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0
