@@ -5,6 +5,7 @@
 #        TORCH: links LibTorch and reuses the shared precompiled LibTorch header.
 #   dice_add_test(<module> SOURCES x_test.cpp DEPS ... [MPI_NP n] [LABELS l...] [TORCH]
 #                 [SPLITS name=GtestFilter ...])  (slow groups as their own ctest entries <module>_<name>)
+#                 [EXCLUDE GtestFilter ...])      (groups that a test of the module's own runs, e.g. as another user)
 #     -> executable dice_<module>_tests, registered with CTest (under mpirun when MPI_NP).
 
 set(DICE_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/include")
@@ -36,7 +37,7 @@ function(dice_add_library module)
 endfunction()
 
 function(dice_add_test module)
-  cmake_parse_arguments(A "TORCH" "MPI_NP;TIMEOUT" "SOURCES;DEPS;LABELS;MAIN;SPLITS" ${ARGN})
+  cmake_parse_arguments(A "TORCH" "MPI_NP;TIMEOUT" "SOURCES;DEPS;LABELS;MAIN;SPLITS;EXCLUDE" ${ARGN})
   set(t dice_${module}_tests)
   add_executable(${t} ${A_SOURCES})
   target_include_directories(${t} PRIVATE "${DICE_INCLUDE_DIR}" "${PROJECT_SOURCE_DIR}/tests")
@@ -70,6 +71,9 @@ function(dice_add_test module)
       list(GET _kv 0 _name)
       list(GET _kv 1 _filter)
       add_test(NAME ${module}_${_name} COMMAND ${t} --gtest_filter=${_filter})
+      string(APPEND _rest ":${_filter}")
+    endforeach()
+    foreach(_filter ${A_EXCLUDE})  # EXCLUDE GtestFilter ...: not run by any entry made here
       string(APPEND _rest ":${_filter}")
     endforeach()
     string(SUBSTRING "${_rest}" 1 -1 _rest)

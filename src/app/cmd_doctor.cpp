@@ -4,10 +4,13 @@
 //   dice doctor                       # CPU judge, sandbox as configured
 //   dice doctor --set device=cuda     # also a CUDA op inside the sandbox
 //   dice doctor --all -c judge.yaml   # every variant, even when the configured one passes
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "dice/config/config.h"
 #include "dice/judge/doctor.h"
+#include "dice/judge/sandbox.h"
 #include "dice/util/error.h"
 #include "dice/util/log.h"
 #include "subcommand.h"
@@ -32,6 +35,13 @@ void run(const DoctorArgs& a) {
   std::printf("dice doctor: python %s, device %s, sandbox %s\n",
               (cfg.python.empty() ? judge::default_python() : cfg.python).c_str(), cuda ? "cuda" : "cpu",
               cfg.sandbox.enabled ? "on" : "off");
+  if (judge::uses_user_namespace(cfg.sandbox)) {  // a cluster user: the sandbox is a user namespace
+    const std::string problem = judge::user_namespace_problem(cfg.sandbox);
+    std::printf("not root (uid %d): %s\n", static_cast<int>(getuid()),
+                problem.empty() ? "this machine grants the user namespace the sandbox is built in" : problem.c_str());
+    std::fflush(stdout);
+    DICE_REQUIRE(problem.empty() || cfg.sandbox.allow_unsandboxed, problem);
+  }
   auto d = judge::diagnose_sandbox(cfg, cuda, a.all);
   std::printf("sandbox as configured: %s\n", d.probes.front().mode.c_str());
   std::printf("\n| variant | result | protections applied | refused | files left outside scratch | seen by the next "

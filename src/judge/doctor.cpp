@@ -2,6 +2,7 @@
 #include "dice/judge/doctor.h"
 
 #include <dirent.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,7 +182,11 @@ ProbeResult probe_sandbox(const JudgeConfig& cfg_in, bool cuda, const std::strin
   {
     const std::string name = str("dice_doctor_leak_", std::random_device{}(), "_", getpid());
     std::vector<std::string> dirs = {"/", "/tmp", "/var/tmp", "/dev/shm", "/dev", "/run", "/run/lock", root};
-    for (const auto& w : world_writable_dirs(root))
+    // the user's own places: the home directory and where the command runs (a run directory)
+    std::vector<std::string> more = world_writable_dirs(root);
+    if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir && fs::exists(pw->pw_dir)) more.push_back(pw->pw_dir);
+    if (char cwd[4096]; getcwd(cwd, sizeof cwd)) more.push_back(cwd);
+    for (const auto& w : more)
       if (std::find(dirs.begin(), dirs.end(), w) == dirs.end()) dirs.push_back(w);
     auto stage = [&](const std::string& mode, int slot) {
       int u = uid >= 0 ? uid + slot : uid;

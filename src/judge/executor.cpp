@@ -87,22 +87,66 @@ double session_cpu_seconds(long sid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// What the processes of session `sid` are doing: pid, name, state, where they wait in the kernel,
+// CPU seconds. For the message when one of the judge's own processes does not start.
+std::string describe_session(long sid) {
+  std::string out;
+  for (const auto& pid : numeric_entries("/proc")) {
+    std::string st = read_small_file("/proc/" + pid + "/stat");
+    size_t l = st.find('('), r = st.rfind(')');
+    if (l == std::string::npos || r == std::string::npos || r + 2 >= st.size()) continue;
+    std::istringstream in(st.substr(r + 2));
+    std::string field, state;
+    long session = -1;
+    double ticks = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+      if (i == 3) state = field;
+      if (i == 6) session = std::atol(field.c_str());
+      if (i >= 14) ticks += std::atof(field.c_str());
+    }
+    if (session != sid) continue;
+    std::string wchan = read_small_file("/proc/" + pid + "/wchan");
+    out += str("pid ", pid, " (", st.substr(l + 1, r - l - 1), ") state ", state, wchan.empty() ? "" : " in " + wchan,
+               ", ", ticks / static_cast<double>(sysconf(_SC_CLK_TCK)), " s CPU; ");
+  }
+  return out.empty() ? "no process left; " : out;
+}
+
 // The first line of one of the judge's own processes (its "ready" after `import torch` and, on a
 // GPU, the CUDA context). A loaded machine slows that down without anything being wrong: past
 // `timeout_s` on the wall clock it gets more time while its session used less than `timeout_s`
-// of CPU, up to 3 x `timeout_s`. False when it ended or ran out of both.
-bool read_start_line(proc::Subprocess& p, double timeout_s, std::string& line) {
+// of CPU and still makes progress (its CPU time grew in the last 30 s), up to 3 x `timeout_s`.
+// False when it ended or ran out of time; `why` then says which, and what its processes were doing.
+bool read_start_line(proc::Subprocess& p, double timeout_s, std::string& line, std::string& why) {
   Timer t;
+  double last_cpu = -1;
+  Timer since_progress;
   for (;;) {
     const double left = timeout_s - t.elapsed_s();
     if (left > 0) {
       if (p.read_result_line(line, left)) return true;
-      if (!p.running()) return false;
+      if (!p.running()) break;
       continue;
     }
-    if (!p.running() || t.elapsed_s() >= 3 * timeout_s || session_cpu_seconds(p.pid()) >= timeout_s) return false;
+    if (!p.running()) break;
+    const double cpu = session_cpu_seconds(p.pid());
+    if (cpu > last_cpu) {
+      last_cpu = cpu;
+      since_progress.reset();
+    }
+    const char* over = t.elapsed_s() >= 3 * timeout_s ? "3 x its start limit on the wall clock"
+                       : cpu >= timeout_s              ? "its start limit in CPU time"
+                       : since_progress.elapsed_s() >= 30 ? "30 s without using any CPU (stuck)"
+                                                          : nullptr;
+    if (over) {
+      why = str("no \"ready\" after ", t.elapsed_s(), " s (start limit ", timeout_s, " s): ", over, "; ",
+                describe_session(p.pid()));
+      return false;
+    }
     if (p.read_result_line(line, 1.0)) return true;
   }
+  why = str("it ended after ", t.elapsed_s(), " s: ", p.wait(1).describe(), "; ");
+  return false;
 }
 
 // A JSON line exchange with a helper process: false when it died or timed out.
@@ -222,10 +266,11 @@ class Executor::Candidate {
   // Waits for "ready", then finds the interpreter's host pid and counts its threads.
   bool wait_ready(double timeout_s, std::string& err) {
     std::string line;
-    bool ok = read_start_line(*proc_, timeout_s, line);
+    bool ok = read_start_line(*proc_, timeout_s, line, err);
     auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
     if (!ok || !j.is_object() || j.value("event", "") != "ready") {
-      err = tail(proc_->stderr_tail(), 2000);
+      if (ok) err = "its first line was not \"ready\": " + tail(line, 300) + "; ";
+      err += "\n" + tail(proc_->stderr_tail(), 2000);
       return false;
     }
     const std::string holder = std::to_string(proc_->pid());
@@ -324,15 +369,21 @@ void Executor::ensure_reference() {
   auto opts = sandboxed_python(plain, s_.python, {s_.harness_dir + "/reference.py", s_.cuda ? "cuda" : "cpu"}, xchg_,
                                {}, -1, s_.cuda, {});
   opts.sandbox.enabled = false;  // trusted code only; candidates cannot reach it (other uid, own pid namespace)
-  ref_ = std::make_unique<proc::Subprocess>(opts);
-  std::string line;
-  bool ok = read_start_line(*ref_, s_.start_timeout_s, line);
-  auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
-  if (!ok || !j.is_object() || j.value("event", "") != "ready") {
-    std::string err = tail(ref_->stderr_tail(), 2000);
+  // It runs no candidate code, so a start that failed is tried again once before it is an error.
+  std::string why;
+  for (int attempt = 1;; ++attempt) {
+    ref_ = std::make_unique<proc::Subprocess>(opts);
+    std::string line;
+    bool ok = read_start_line(*ref_, s_.start_timeout_s, line, why);
+    auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
+    if (ok && j.is_object() && j.value("event", "") == "ready") return;
+    if (ok) why = "its first line was not \"ready\": " + tail(line, 300) + "; ";
+    why += "\n" + tail(ref_->stderr_tail(), 2000);
     ref_.reset();
-    throw Error(str("the reference process (", s_.python, " ", s_.harness_dir, "/reference.py) did not start: ", err));
+    if (attempt == 2) break;
+    log::warn("judge: the reference process did not start (", why, "); starting another");
   }
+  throw Error(str("the reference process (", s_.python, " ", s_.harness_dir, "/reference.py) did not start: ", why));
 }
 
 void Executor::start_spare() {
@@ -342,12 +393,18 @@ void Executor::start_spare() {
 }
 
 std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
-  if (!spare_) start_spare();
-  auto c = std::move(spare_);
+  // A candidate process runs no candidate code before "ready" (the interpreter, `import torch`, the
+  // CUDA context), so one that did not start is the judge's failure, not the candidate's: a fresh
+  // process is tried before the evaluation becomes a judge_error.
   std::string err;
-  if (!c->wait_ready(s_.start_timeout_s, err))
-    throw Error(str("the candidate process (", s_.python, " ", s_.harness_dir, "/runner.py) did not start: ", err));
-  return c;
+  for (int attempt = 1;; ++attempt) {
+    if (!spare_) start_spare();
+    auto c = std::move(spare_);
+    if (c->wait_ready(s_.start_timeout_s, err)) return c;
+    if (attempt == 3) break;
+    log::warn("judge: a candidate process did not start (", err, "); starting another");
+  }
+  throw Error(str("the candidate process (", s_.python, " ", s_.harness_dir, "/runner.py) did not start: ", err));
 }
 
 ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {

@@ -151,6 +151,7 @@ struct Judge::Impl {
   std::string files_dir;
   bool cuda = false;
   int uid_base = -1;
+  bool unsandboxed = false;  // user namespace refused and judge.sandbox.allow_unsandboxed: every verdict says so
   std::unique_ptr<CompilePool> pool;
   std::vector<std::unique_ptr<Executor>> executors;
   std::mt19937_64 rng;
@@ -206,6 +207,10 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     return static_check(code, task.device, cfg_.static_checks);
   };
   impl_->uid_base = resolve_uid_base(cfg_.sandbox, cfg_.python);
+  // Not root: the sandbox is a user namespace; where it is refused, stop before any candidate runs.
+  impl_->unsandboxed = require_user_namespace(cfg_.sandbox);
+  if (uses_user_namespace(cfg_.sandbox) && !impl_->unsandboxed)
+    log::info("judge: not root: candidates run in a user namespace of their own (", describe_sandbox(cfg_.sandbox, -1), ")");
   if (impl_->uid_base >= 0) {
     for (const auto& p : {cfg_.cache_root, cfg_.scratch_root, cfg_.harness_dir + "/runner.py"}) {
       if (!readable_by_others(p)) {
@@ -333,6 +338,7 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
 
   auto finish = [&](size_t i) {  // caller holds mu
     ++done;
+    if (impl_->unsandboxed) verdicts[i].flags.push_back("unsandboxed");  // judge.sandbox.allow_unsandboxed
     // After a signal began our own shutdown, what ends is cut short, not judged: nothing is reported.
     if (!cleanup::shutting_down()) {
       if (on_verdict) on_verdict(i, verdicts[i]);

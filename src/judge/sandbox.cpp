@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -79,9 +80,62 @@ void check_sandbox_settings(const SandboxConfig& cfg, int uid) {
                "files in /dev for the next candidate. Set sandbox.uid_base to -1 (automatic) or a uid such as 60000");
 }
 
+bool uses_user_namespace(const SandboxConfig& cfg) { return cfg.enabled && geteuid() != 0; }
+
+namespace {
+std::string sysctl_value(const std::string& name) {
+  std::string path = "/proc/sys/" + name;
+  std::replace(path.begin() + 10, path.end(), '.', '/');
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "";
+  char buf[64] = {0};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  std::string v = ok ? buf : "";
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v;
+}
+}  // namespace
+
+std::string user_namespace_problem(const SandboxConfig& cfg) {
+  if (!uses_user_namespace(cfg)) return "";
+  const std::string refused = proc::user_namespace_refusal();
+  if (refused.empty()) return "";
+  // The usual causes, most specific first; each names the setting and who can change it.
+  std::string cause;
+  if (sysctl_value("user.max_user_namespaces") == "0")
+    cause = "user namespaces are turned off on this machine (sysctl user.max_user_namespaces=0); an administrator "
+            "can allow them with `sysctl -w user.max_user_namespaces=15000` (and in /etc/sysctl.d to keep it)";
+  else if (sysctl_value("kernel.unprivileged_userns_clone") == "0")
+    cause = "this kernel allows user namespaces only to root (sysctl kernel.unprivileged_userns_clone=0); an "
+            "administrator can allow them with `sysctl -w kernel.unprivileged_userns_clone=1`";
+  else if (sysctl_value("kernel.apparmor_restrict_unprivileged_userns") == "1")
+    cause = "AppArmor restricts user namespaces to programs with a profile that allows them "
+            "(kernel.apparmor_restrict_unprivileged_userns=1); an administrator can add a profile with the line "
+            "`userns,` for this dice binary (see docs/judge.md, \"A cluster user\")";
+  else
+    cause = "the kernel or the container this runs in refuses them (a container's seccomp profile, or a "
+            "security module); run dice outside the container, or ask an administrator to allow unprivileged "
+            "user namespaces";
+  return str("the judge does not run as root, so it builds the sandbox for candidate code in a user namespace, "
+             "and ", refused, ": ", cause, ". Without it candidates would run with your rights (they could write "
+             "your files and leave processes behind); to accept that for code you trust, set "
+             "judge.sandbox.allow_unsandboxed=true");
+}
+
+bool require_user_namespace(const SandboxConfig& cfg) {
+  const std::string problem = user_namespace_problem(cfg);
+  if (problem.empty()) return false;
+  if (!cfg.allow_unsandboxed) throw Error(problem);
+  log::warn("judge: UNSANDBOXED (judge.sandbox.allow_unsandboxed=true): candidates run with this user's rights, "
+            "because ", problem.substr(0, problem.find(". Without it")));
+  return true;
+}
+
 std::string describe_sandbox(const SandboxConfig& cfg, int uid) {
   if (!cfg.enabled) return "no sandbox (sandbox.enabled=false): candidates run as this process, with its rights";
   std::string who = uid >= 0 ? str("uid ", uid) : str("the caller's uid ", geteuid());
+  if (uses_user_namespace(cfg)) who += " in a user namespace of its own (no capabilities outside it)";
   if (uid == 0 || (uid < 0 && geteuid() == 0)) who += " without capabilities";
   return str(who, "; read-only file system except the scratch directory and /proc (/proc/sys read-only); ",
              cfg.private_dev ? "private /dev (read-only, only null zero full random urandom tty nvidia*)"
@@ -182,7 +236,9 @@ proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string&
   sb.address_space_bytes = cuda ? 0 : (cfg.memory_mb << 20);
   sb.open_files = cfg.open_files;
   sb.uid = uid;
-  sb.processes = uid >= 0 ? cfg.processes : 0;
+  // RLIMIT_NPROC counts per uid, and per user namespace: with a slot uid, or a namespace of its own
+  sb.new_user = uses_user_namespace(cfg);
+  sb.processes = uid >= 0 || sb.new_user ? cfg.processes : 0;
   return o;
 }
 

@@ -117,6 +117,22 @@ void missing(int fd, const char* what) { put(fd, "M "); put(fd, what); put(fd, "
   _exit(127);
 }
 
+bool write_small(const char* path, const char* text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const size_t n = strlen(text);
+  const bool ok = ::write(fd, text, n) == static_cast<ssize_t>(n);
+  ::close(fd);
+  return ok;
+}
+
+// CLONE_NEWUSER with this process's uid and gid mapped to themselves (setgroups denied first, as
+// an unprivileged gid_map requires). False (errno set) when the kernel refused a step.
+bool enter_user_namespace(const char* uid_map, const char* gid_map) {
+  return unshare(CLONE_NEWUSER) == 0 && write_small("/proc/self/setgroups", "deny") &&
+         write_small("/proc/self/uid_map", uid_map) && write_small("/proc/self/gid_map", gid_map);
+}
+
 bool under(const char* path, const char* dir) {
   size_t n = strlen(dir);
   if (strncmp(path, dir, n) != 0) return false;
@@ -126,6 +142,7 @@ bool under(const char* path, const char* dir) {
 // Everything the child needs, prepared before fork so the child never allocates.
 struct ChildPlan {
   std::vector<std::string> argv_s, env_s, writable_s, hidden_s, dev_nodes_s;
+  std::string uid_map, gid_map;  // "<uid> <uid> 1\n" for new_user
   std::vector<char*> argv, env;
   std::string exe, cwd;
   SandboxOptions sb;
@@ -193,6 +210,11 @@ bool make_readonly(ChildPlan& p, bool& dev_ok) {
           if (sv.f_flag & ST_NOSUID) flags |= MS_NOSUID;
           if (sv.f_flag & ST_NODEV) flags |= MS_NODEV;
           if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+          // inside a user namespace the atime mode of an inherited mount is locked: keep it
+          if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+          if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+          if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+          if (!(sv.f_flag & (ST_NOATIME | ST_RELATIME))) flags |= MS_STRICTATIME;
         }
         int rc = mount(nullptr, f, nullptr, flags, nullptr);
         if (rc == 0 && strcmp(f, "/") == 0) root_ok = true;
@@ -309,6 +331,10 @@ bool make_readonly(ChildPlan& p, bool& dev_ok) {
     if (fd != st) ::close(fd);
 
   bool mount_ns = false, pid_ns = false;
+  if (p.sb.enabled && p.sb.new_user) {
+    if (enter_user_namespace(p.uid_map.c_str(), p.gid_map.c_str())) applied(st, "userns");
+    else missing(st, "userns");
+  }
   if (p.sb.enabled) {
     if (p.sb.new_net) {
       if (unshare(CLONE_NEWNET) == 0) applied(st, "netns");
@@ -400,6 +426,8 @@ Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
   p.env.push_back(nullptr);
   p.cwd = opts.cwd;
   p.sb = opts.sandbox;
+  p.uid_map = str(getuid(), " ", getuid(), " 1\n");
+  p.gid_map = str(getgid(), " ", getgid(), " 1\n");
   for (const auto& w : opts.sandbox.writable_paths) {
     char buf[PATH_MAX];
     DICE_REQUIRE(realpath(w.c_str(), buf) != nullptr, "sandbox writable path '", w, "' does not exist");
@@ -640,6 +668,60 @@ RunResult run(const SpawnOptions& opts, double timeout_s, const std::string& std
   r.protections = p.protections();
   r.protections_missing = p.protections_missing();
   return r;
+}
+
+}  // namespace dice::proc
+
+namespace dice::proc {
+
+std::string user_namespace_refusal() {
+  const std::string uid_map = str(getuid(), " ", getuid(), " 1\n"), gid_map = str(getgid(), " ", getgid(), " 1\n");
+  int fds[2];
+  make_pipe(fds);
+  pid_t pid = fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const int w = fds[1];
+    // Each step as a sandboxed child takes it; the first refusal is reported as "step errno".
+    if (!enter_user_namespace(uid_map.c_str(), gid_map.c_str())) die(w, "the user namespace (unshare CLONE_NEWUSER and its uid map)");
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) != 0) die(w, "the mount, pid, network and IPC namespaces");
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die(w, "a private mount tree");
+    pid_t init = fork();
+    if (init < 0) die(w, "fork");
+    if (init == 0) {
+      if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) die(w, "a fresh /proc");
+      if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") != 0) die(w, "a tmpfs");
+      _exit(0);
+    }
+    int status = 0;
+    while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    return str("fork failed: ", std::strerror(errno));
+  }
+  std::string msg;
+  char buf[256];
+  for (;;) {
+    ssize_t r = ::read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    msg.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (msg.rfind("E ", 0) == 0) {  // "E <step> <errno>\n"
+    size_t sp = msg.find_last_of(' ');
+    const int e = std::atoi(msg.c_str() + sp + 1);
+    return str(msg.substr(2, sp - 2), " was refused: ", std::strerror(e));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "the probe process failed";
+  return "";
 }
 
 }  // namespace dice::proc

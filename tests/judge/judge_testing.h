@@ -3,6 +3,7 @@
 // config whose build cache lives in the build tree (so builds are reused across tests and runs).
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "dice/judge/compile_pool.h"
@@ -23,10 +24,17 @@ inline Task cpu_task(const std::string& name) {
   return t;
 }
 
+// The build cache of the judge tests: in the build tree, or DICE_TEST_CACHE_ROOT (the runs as an
+// unprivileged user, tests/judge/as_user.sh: a judge uses only cache entries its own user made).
+inline std::string test_cache_root() {
+  const char* env = std::getenv("DICE_TEST_CACHE_ROOT");
+  return env && *env ? std::string(env) : std::string(DICE_BINARY_DIR) + "/judge_test_cache";
+}
+
 inline JudgeConfig test_config() {
   JudgeConfig c;
   c.python = DICE_PYTHON;
-  c.cache_root = std::string(DICE_BINARY_DIR) + "/judge_test_cache";
+  c.cache_root = test_cache_root();
   c.device = "cpu";
   c.compile_workers = 2;
   c.executors = 1;
@@ -42,7 +50,7 @@ inline CompileSettings compile_settings(const std::string& scratch) {
   CompileSettings s;
   s.python = DICE_PYTHON;
   s.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
-  s.cache_root = std::string(DICE_BINARY_DIR) + "/judge_test_cache";
+  s.cache_root = test_cache_root();
   s.scratch_root = scratch;
   s.toolchain = "compile_test";
   s.workers = 2;

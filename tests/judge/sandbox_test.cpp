@@ -154,7 +154,7 @@ struct LeakResult {
   std::vector<std::string> applied;
 };
 
-LeakResult run_leak_pair(const SandboxConfig& cfg) {
+LeakResult run_leak_pair(const SandboxConfig& cfg, const std::vector<std::string>& more_dirs = {}) {
   std::string root = dice::fs::make_temp_dir("dice_sbx_leak_");
   chmod(root.c_str(), 0755);
   std::string pub = root + "/public";
@@ -162,6 +162,7 @@ LeakResult run_leak_pair(const SandboxConfig& cfg) {
   int base = resolve_uid_base(cfg, DICE_PYTHON);
   std::string name = "leak_" + std::to_string(getpid());
   std::vector<std::string> dirs = {"/", "/tmp", "/var/tmp", "/dev/shm", "/dev", "/run", root, pub};
+  dirs.insert(dirs.end(), more_dirs.begin(), more_dirs.end());
   LeakResult out;
   {
     Scratch a(root + "/a", base >= 0 ? base : -1);
@@ -217,6 +218,26 @@ TEST(Sandbox, NoDocumentedSettingLetsACandidateLeaveFilesForTheNext) {
     EXPECT_EQ(r.second.value("seen", nlohmann::json::array()).size(), 0u) << r.second.dump();
     EXPECT_TRUE(r.second.value("secret", nlohmann::json()).is_null()) << r.second.dump();
   }
+}
+
+// As a cluster user (tests/judge/as_user.sh, ctest judge_unprivileged): the same protections
+// through a user namespace of its own, and the user's home and working directory stay unwritten.
+TEST(Unprivileged, NoFileOutsideScratchNothingSeenByTheNextSlot) {
+  ASSERT_NE(geteuid(), 0u) << "run through tests/judge/as_user.sh";
+  const char* home = std::getenv("HOME");
+  ASSERT_TRUE(home && *home);
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  SandboxConfig cfg;
+  auto r = run_leak_pair(cfg, {home, cwd});
+  ASSERT_TRUE(has_all(r.applied, {"userns", "netns", "ipcns", "mountns", "pidns", "procfs", "ro_root", "proc_ro",
+                                  "private_dev", "hidden", "nocaps"}))
+      << ::testing::PrintToString(r.applied);
+  EXPECT_EQ(r.first.value("written", nlohmann::json::array()).size(), 0u) << r.first.dump();
+  EXPECT_FALSE(r.first.value("remount", true)) << r.first.dump();
+  EXPECT_FALSE(r.first.value("chown", true)) << r.first.dump();
+  EXPECT_EQ(r.second.value("seen", nlohmann::json::array()).size(), 0u) << r.second.dump();
+  EXPECT_TRUE(r.second.value("secret", nlohmann::json()).is_null()) << r.second.dump();
 }
 
 TEST(Sandbox, SettingsThatWouldOpenTheSandboxAreRefused) {

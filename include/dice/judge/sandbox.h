@@ -23,6 +23,10 @@ struct SandboxConfig {
   bool pid_namespace = true;
   bool readonly_root = true;  // false is refused: it let candidates leave files for each other
   bool private_dev = true;    // false (only with a sandbox uid other than 0): /dev as it is
+  // A judge that is not root builds the sandbox in a user namespace of its own. Where the machine
+  // refuses one, the judge stops with a sentence, unless this is true: candidates then run with
+  // only what the kernel granted (rlimits, a session), said at start and in every verdict.
+  bool allow_unsandboxed = false;
   std::vector<std::string> env_passthrough = {"CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
                                               "NVIDIA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST"};
 
@@ -40,6 +44,9 @@ struct SandboxConfig {
     v("private_dev", private_dev,
       "read-only nodev /dev with only null, zero, full, random, urandom, tty, nvidia* (false: /dev as it is, "
       "for runtimes that refuse device nodes otherwise; needs a sandbox uid other than 0)");
+    v("allow_unsandboxed", allow_unsandboxed,
+      "where this machine refuses the user namespace a non-root judge needs, run candidates anyway with "
+      "only rlimits and a session of their own (they can write wherever you can; recorded in every verdict)");
     v("env_passthrough", env_passthrough, "environment variables copied into the sandbox");
   }
 };
@@ -71,6 +78,18 @@ int resolve_uid_base(const SandboxConfig& cfg, const std::string& python);
 // private_dev=false for a process that keeps uid 0. `uid` as resolved (-1: the caller's);
 // uid < -1 checks only what does not depend on it.
 void check_sandbox_settings(const SandboxConfig& cfg, int uid);
+
+// True when sandboxed processes are built in a user namespace of their own (the judge is not root).
+bool uses_user_namespace(const SandboxConfig& cfg);
+
+// "" when a non-root judge can build its sandbox here (or the judge is root, or the sandbox is
+// off); otherwise why not and what fixes it, one sentence naming the sysctl, AppArmor rule or
+// container setting that refused the user namespace.
+std::string user_namespace_problem(const SandboxConfig& cfg);
+
+// Throws dice::Error with user_namespace_problem's sentence unless cfg.allow_unsandboxed; with
+// it, logs a warning and returns true (candidates run unsandboxed). False: the sandbox holds.
+bool require_user_namespace(const SandboxConfig& cfg);
 
 // One sentence for logs and `dice doctor`: the uid, the file-system view, what stays writable.
 std::string describe_sandbox(const SandboxConfig& cfg, int uid);

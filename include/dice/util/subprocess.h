@@ -14,7 +14,8 @@
 // irq, bus, fs, ...) are bound read-only. /dev is read-only and nodev with only the device nodes a
 // program needs (null, zero, full, random, urandom, tty, nvidia*) bound back in (private_dev), or
 // left as it is (private_dev=false; only safe for a non-root uid, which cannot create files there).
-// Hidden paths get an empty read-only tmpfs over them. A sandboxed child never keeps a capability:
+// Hidden paths get an empty read-only tmpfs over them. A caller without CAP_SYS_ADMIN gets the
+// same through a user namespace of its own (new_user). A sandboxed child never keeps a capability:
 // the bounding, ambient, effective, permitted and inheritable sets are emptied and no_new_privs is
 // set, so a child that keeps uid 0 cannot remount, chown, mknod or bypass file permissions.
 #include <sys/types.h>
@@ -41,7 +42,17 @@ struct SandboxOptions {
   long processes = 0;  // RLIMIT_NPROC counts per uid: only meaningful together with uid
   long open_files = 0;
   int uid = -1;  // setuid/setgid to this id after the namespaces are set up (-1: keep)
+  // CLONE_NEWUSER first, with the caller's uid and gid mapped to themselves: what a caller
+  // without CAP_SYS_ADMIN (a cluster user) needs for every namespace and mount above. The child
+  // keeps the caller's uid; its capabilities exist only inside its own namespaces and are dropped
+  // before exec like every other. RLIMIT_NPROC then counts the processes of this namespace only.
+  bool new_user = false;
 };
+
+// Why this process cannot make the user namespace a sandboxed child needs ("" when it can): one
+// forked probe that unshares a user, mount and pid namespace, maps its uid, mounts a tmpfs and
+// remounts / read-only, as the child would. The sentence names the step and the errno.
+std::string user_namespace_refusal();
 
 struct SpawnOptions {
   std::vector<std::string> argv;        // argv[0] is looked up in PATH when it has no '/'
