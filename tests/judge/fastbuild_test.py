@@ -273,6 +273,9 @@ def test_bind():
         pch = os.path.join(work, "pch")
         os.makedirs(pch)
         open(os.path.join(pch, "dice_full.h"), "w").write("#include <torch/extension.h>\n")
+        # the table's main.cpp on torch/types.h, as make-pch records it (here as text, no PCH)
+        open(os.path.join(pch, ext.BIND_PCH_HEADER), "w").write(ext.BIND_HEADER + "\n")
+        recipe["bind_header"] = ext.BIND_PCH_HEADER
         recipe["binding"] = ext._build_binding(pch, "0" * 24, False)
         check(bool(recipe["binding"]), "the binding module builds")
         json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
@@ -304,6 +307,18 @@ def test_bind():
             check(same, "%s%s: load_inline %s %s, dice_bind %s %s" % (name, tuple(type(v).__name__ for v in args),
                                                                      ka, _short(a), kb, _short(b)))
         check(fast.add.__name__ == "add" and fast.add.__doc__ == "add", "names and docstrings as load_inline's")
+        # code that needs more than torch/types.h (the C++ frontend's functional ops) is built with
+        # load_inline's own main.cpp on the full header: same program, no table
+        nn_src = "torch::Tensor nn_relu(torch::Tensor x) { return torch::nn::functional::relu(x); }"
+        out2 = os.path.join(work, "out2")
+        os.makedirs(out2)
+        ans2 = fb.build(ext.normalize({"cpp_sources": nn_src, "functions": ["nn_relu"]}), "34" * 32,
+                        {"pch": {"cpp": pch}}, out2, ext.forbidden_flag)
+        check(ans2["status"] == "ok" and not ans2.get("binding"),
+              "needs torch/extension.h: built with the pybind11 main.cpp: %s" % ans2.get("log", "")[-2000:])
+        if ans2["status"] == "ok":
+            m = ext.import_so(ans2["name"], ans2["so"])
+            check(torch.equal(m.nn_relu(x - 2), torch.relu(x - 2)), "the full-header build computes relu")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -55,8 +55,13 @@ import torch.utils.cpp_extension as cppext
 
 from extflags import forbidden_flag, normalize, pybind_main  # noqa: F401 (re-exported)
 
-PCH_RECIPE = "dice-pch-4"
+PCH_RECIPE = "dice-pch-5"
 PCH_HEADER = "dice_full.h"
+# The fast builder's table main.cpp (dice_bind.h instead of a pybind11 module): torch/types.h is what
+# kernel code uses of torch (tensors, ATen ops, TORCH_CHECK, AT_DISPATCH); a candidate that needs
+# more does not compile with it and is built with load_inline's own main.cpp on the full header.
+BIND_PCH_HEADER = "dice_types.h"
+BIND_HEADER = "#include <torch/types.h>"
 # The host part of a candidate's .cu (fastbuild.py): torch and the CUDA headers such code includes.
 HOST_PCH_HEADER = "dice_cuda_host.h"
 HOST_HEADERS = ["torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAException.h",
@@ -299,7 +304,7 @@ def _recipe(bdir, probe_name, cuda):
 
 def make_pch(cache_root, toolchain, cuda):
     """Builds (once) and returns the PCH directory for this toolchain, or "" when g++ rejects it."""
-    key = hashlib.sha256(json.dumps([PCH_RECIPE, toolchain, bool(cuda), FULL_HEADER]).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps([PCH_RECIPE, toolchain, bool(cuda), FULL_HEADER, BIND_HEADER]).encode()).hexdigest()[:24]
     d = os.path.join(cache_root, "pch-" + key)
     ok = os.path.join(d, "ok")
     lock_fd = os.open(d + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -397,6 +402,10 @@ def _build_pch(d, key, cuda):
             fh.write(FULL_HEADER + "\n")
         gch = os.path.join(d, PCH_HEADER + ".gch")
         jobs = _precompile(plain, post, os.path.join(d, PCH_HEADER), gch, tmp)
+        with open(os.path.join(d, BIND_PCH_HEADER), "w") as fh:
+            fh.write(BIND_HEADER + "\n")
+        bind_gch = os.path.join(d, BIND_PCH_HEADER + ".gch")
+        bind_jobs = _precompile(plain, post, os.path.join(d, BIND_PCH_HEADER), bind_gch, tmp)
         host_jobs, host_dir = [], os.path.join(d, "host")
         host_ok = False
         if cuda:  # a second header for fastbuild.py's host part, with the .cu's defines
@@ -407,7 +416,7 @@ def _build_pch(d, key, cuda):
                 fh.write("".join("#include <%s>\n" % h for h in HOST_HEADERS))
             host_jobs = _precompile(hplain, post, os.path.join(host_dir, HOST_PCH_HEADER),
                                     os.path.join(host_dir, HOST_PCH_HEADER + ".gch"), tmp)
-        errors = [j.communicate()[1] for j in jobs + host_jobs]  # all at once: they take ~30-40 s each
+        errors = [j.communicate()[1] for j in jobs + host_jobs + bind_jobs]  # all at once: ~30-40 s each
         for j, err in zip(jobs, errors):
             if j.returncode != 0:
                 raise RuntimeError("g++ could not precompile the header: " + err.decode(errors="replace")[-2000:])
@@ -422,6 +431,9 @@ def _build_pch(d, key, cuda):
         binding = _build_binding(d, key, cuda)
         if binding:
             recipe["binding"] = binding
+            # the table's main.cpp reads torch/types.h from its own PCH (without it: dice_full.h)
+            if all(j.returncode == 0 for j in bind_jobs) and _pch_used(plain, post, d, BIND_PCH_HEADER, bind_gch, tmp):
+                recipe["bind_header"] = BIND_PCH_HEADER
         with open(os.path.join(d, "recipe.json"), "w") as fh:  # the fast builder's commands
             json.dump(recipe, fh, indent=1)
         return True

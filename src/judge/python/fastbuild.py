@@ -10,7 +10,9 @@ What load_inline builds, and what this builds instead (same sources, same flags,
   plain: main.cpp = <torch/extension.h> + cpp_sources + PYBIND11_MODULE   (g++)
          cuda.cu  = <torch/types.h> <cuda.h> <cuda_runtime.h> + cuda_sources (nvcc: ~50 s, almost
                     all of it the torch headers, parsed by cudafe++, cicc and the host compiler)
-  fast:  main.cpp   the same text, torch/extension.h read from the precompiled header
+  fast:  main.cpp   the same functions with a dice_bind table instead of the pybind11 module, on
+                    torch/types.h read from a precompiled header (a candidate that does not compile
+                    so gets load_inline's main.cpp, torch/extension.h read from the precompiled header)
          device.cu  the .cu's kernels, device functions, macros and plain declarations, without the
                     torch includes and without its host functions (nvcc: a few seconds)
          host.cpp   the .cu's host functions, with every kernel declared (not defined) and every
@@ -600,9 +602,15 @@ extern "C" unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim = 1,
 """
 
 
-def _bound_main(norm, header):
+# The whole-frontend includes a candidate's C++ repeats after load_inline's own torch/extension.h.
+FRONTEND_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|torch|all)\.h[>"][ \t]*(//.*)?$', re.M)
+
+
+def _bound_main(norm, header, light=False):
     """main.cpp with a dice_bind table instead of a pybind11 module (dice_bind.h); None when the
-    functions cannot be named that way (the pybind11 main.cpp is used then)."""
+    functions cannot be named that way (the pybind11 main.cpp is used then). light: on torch/types.h,
+    with the candidate's own includes of the whole frontend left out (they would be parsed from
+    text); code that needs more does not compile so, and gets load_inline's main.cpp instead."""
     if norm["functions"] is None or not norm["with_pytorch_error_handling"] or not norm["functions"]:
         return None
     entries = []
@@ -610,7 +618,9 @@ def _bound_main(norm, header):
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", f) or re.search(r'["\\\n]', doc):
             return None
         entries.append('DICE_BIND(%s, "%s")' % (f, doc))
-    return "\n".join([header] + norm["cpp_sources"] + ['#include "dice_bind.h"', "DICE_BIND_TABLE(" + " ".join(entries) + ")", ""])
+    sources = [FRONTEND_INCLUDE.sub("// [dice: torch frontend include left out]", c) if light else c
+               for c in norm["cpp_sources"]]
+    return "\n".join([header] + sources + ['#include "dice_bind.h"', "DICE_BIND_TABLE(" + " ".join(entries) + ")", ""])
 
 
 def _fill(template, **kw):
@@ -645,7 +655,10 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     user_cuda = norm["extra_cuda_cflags"] + list(settings.get("extra_cuda_cflags", []))
     includes = ["-I" + p for p in norm["extra_include_paths"]]
     d = out_dir
-    bound = _bound_main(norm, '#include "dice_full.h"') if recipe.get("binding") else None
+    # the table's main.cpp on torch/types.h (its own PCH); load_inline's main.cpp decides compile errors
+    bind_header = recipe.get("bind_header", "")
+    bound = (_bound_main(norm, '#include "%s"' % (bind_header or "dice_full.h"), light=bool(bind_header))
+             if recipe.get("binding") else None)
     with open(os.path.join(d, "main.cpp"), "w") as fh:
         fh.write(bound or pybind_main(norm, '#include "dice_full.h"'))
     steps = {}
