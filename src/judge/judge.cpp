@@ -210,7 +210,8 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   // Not root: the sandbox is a user namespace; where it is refused, stop before any candidate runs.
   impl_->unsandboxed = require_user_namespace(cfg_.sandbox);
   if (uses_user_namespace(cfg_.sandbox) && !impl_->unsandboxed)
-    log::info("judge: not root: candidates run in a user namespace of their own (", describe_sandbox(cfg_.sandbox, -1), ")");
+    log::info("judge: not root: candidates run in a user namespace of their own (",
+              describe_sandbox(cfg_.sandbox, -1), ")");
   if (impl_->uid_base >= 0) {
     for (const auto& p : {cfg_.cache_root, cfg_.scratch_root, cfg_.harness_dir + "/runner.py"}) {
       if (!readable_by_others(p)) {

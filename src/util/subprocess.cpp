@@ -670,10 +670,6 @@ RunResult run(const SpawnOptions& opts, double timeout_s, const std::string& std
   return r;
 }
 
-}  // namespace dice::proc
-
-namespace dice::proc {
-
 std::string user_namespace_refusal() {
   const std::string uid_map = str(getuid(), " ", getuid(), " 1\n"), gid_map = str(getgid(), " ", getgid(), " 1\n");
   int fds[2];
@@ -683,8 +679,10 @@ std::string user_namespace_refusal() {
     ::close(fds[0]);
     const int w = fds[1];
     // Each step as a sandboxed child takes it; the first refusal is reported as "step errno".
-    if (!enter_user_namespace(uid_map.c_str(), gid_map.c_str())) die(w, "the user namespace (unshare CLONE_NEWUSER and its uid map)");
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) != 0) die(w, "the mount, pid, network and IPC namespaces");
+    if (!enter_user_namespace(uid_map.c_str(), gid_map.c_str()))
+      die(w, "the user namespace (unshare CLONE_NEWUSER and its uid map)");
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) != 0)
+      die(w, "the mount, pid, network and IPC namespaces");
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die(w, "a private mount tree");
     pid_t init = fork();
     if (init < 0) die(w, "fork");
