@@ -401,6 +401,20 @@ void make_pipe(int fds[2]) {
   DICE_REQUIRE(pipe2(fds, O_CLOEXEC) == 0, "cannot create a pipe: ", std::strerror(errno));
 }
 
+// A child's status channel: everything until it closes (on exec, or when the child ends).
+std::string read_to_end_and_close(int fd) {
+  std::string all;
+  char buf[512];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    all.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return all;
+}
+
 void append_tail(std::string& buf, const char* data, size_t n, size_t cap) {
   buf.append(data, n);
   if (buf.size() > cap) buf.erase(0, buf.size() - cap);
@@ -488,15 +502,7 @@ Subprocess::Subprocess(const SpawnOptions& opts) : cap_(opts.capture_bytes) {
   res_fd_ = res[0];
 
   // The status pipe closes on exec (or child death); collect what was applied or refused.
-  std::string msgs;
-  char buf[512];
-  for (;;) {
-    ssize_t r = ::read(status[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    msgs.append(buf, static_cast<size_t>(r));
-  }
-  ::close(status[0]);
+  const std::string msgs = read_to_end_and_close(status[0]);
   size_t pos = 0;
   std::string fatal_msg;
   while (pos < msgs.size()) {
@@ -701,15 +707,7 @@ std::string user_namespace_refusal() {
     ::close(fds[0]);
     return str("fork failed: ", std::strerror(errno));
   }
-  std::string msg;
-  char buf[256];
-  for (;;) {
-    ssize_t r = ::read(fds[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    msg.append(buf, static_cast<size_t>(r));
-  }
-  ::close(fds[0]);
+  const std::string msg = read_to_end_and_close(fds[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
