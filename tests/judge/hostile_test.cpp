@@ -14,9 +14,8 @@ using namespace dice::judge;
 using namespace dice::judge::testing;
 
 namespace {
-std::string with_canary(std::string code, const std::string& canary) {
-  for (size_t p; (p = code.find("@CANARY@")) != std::string::npos;) code.replace(p, 8, canary);
-  return code;
+std::string with_canary(const std::string& code, const std::string& canary) {
+  return replace_all(code, "@CANARY@", canary);
 }
 }  // namespace
 

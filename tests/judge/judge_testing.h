@@ -60,6 +60,12 @@ inline CompileSettings compile_settings(const std::string& scratch) {
   return s;
 }
 
+// A candidate's text with every `from` (a placeholder such as "@CANARY@") replaced by `to`.
+inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
+  return s;
+}
+
 inline Job code_job(const Task& t, const std::string& code) {
   Job j;
   j.task = &t;

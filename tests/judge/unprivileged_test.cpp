@@ -20,11 +20,6 @@ using namespace dice::judge::testing;
 
 namespace {
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
-  return s;
-}
-
 // Processes (any uid we can see) whose command line contains `mark`.
 int processes_with(const std::string& mark) {
   int n = 0;
