@@ -67,3 +67,47 @@ TEST(Executor, ServesRecyclesAndTimesOut) {
   EXPECT_EQ(e.failure, Failure::kLoadError) << e.log_tail;
   remove_tree(scratch);
 }
+
+// The evaluating process writes its outputs into one file: the sandbox's file-size limit for
+// other files (file_size_mb) does not cap them; output_file_mb does, with a sentence naming it.
+// (On the GPU node the built-in CUDA tasks' 512 MiB outputs got "File too large" under 256 MiB.)
+TEST(Executor, OutputsBeyondFileSizeLimitNamedSetting) {
+  std::string scratch = dice::fs::make_temp_dir("dice_exec_out_");
+  chmod(scratch.c_str(), 0755);
+  std::string reference = dice::judge::testing::cpu_task("relu").reference;
+  reference = dice::judge::testing::replace_all(reference, "N = 1003", "N = 600003");  // 2.3 MiB out
+  std::string ref = scratch + "/ref.py", good = scratch + "/good.py";
+  std::string code = dice::judge::testing::candidate("relu_honest.py");
+  dice::fs::write_file(ref, reference);
+  dice::fs::write_file(good, code);
+  chmod(ref.c_str(), 0644);
+  chmod(good.c_str(), 0644);
+  CompileSettings cs = dice::judge::testing::compile_settings(scratch);
+  CompileResult built;
+  {
+    CompilePool pool(cs);
+    built = pool.compile(good, code);
+  }
+  ASSERT_EQ(built.failure, Failure::kNone) << built.log_tail;
+  auto judge_with = [&](long output_file_mb) {
+    ExecutorSettings es;
+    es.python = DICE_PYTHON;
+    es.harness_dir = std::string(DICE_SOURCE_DIR) + "/src/judge/python";
+    es.scratch_root = scratch;
+    es.cache_root = cs.cache_root;
+    es.sandbox.file_size_mb = 1;
+    es.sandbox.output_file_mb = output_file_mb;
+    es.uid = resolve_uid_base(es.sandbox, es.python);
+    Executor ex(es, 0);
+    return ex.run(nlohmann::json{{"task_id", "relu_big"}, {"reference", ref}, {"candidate", good},
+                                 {"cache_root", cs.cache_root}, {"extensions", built.extensions},
+                                 {"device", "cpu"}, {"init_seed", 1}, {"seeds", {2}}, {"timing", false}},
+                  60);
+  };
+  auto fits = judge_with(8);
+  EXPECT_EQ(fits.failure, Failure::kNone) << fits.log_tail;
+  auto too_big = judge_with(1);
+  EXPECT_EQ(too_big.failure, Failure::kRuntimeError) << too_big.log_tail;
+  EXPECT_NE(too_big.log_tail.find("judge.sandbox.output_file_mb (1 MiB)"), std::string::npos) << too_big.log_tail;
+  remove_tree(scratch);
+}

@@ -25,8 +25,9 @@ for p in "$DICE" "$PWD/src/judge/python/runner.py" "$PY"; do
     d=$(dirname "$d")
   done
 done
-as_user() {
-  setpriv --reuid="$(id -u "$user")" --regid="$(id -g "$user")" --init-groups --inh-caps=-all \
+as_user() {  # seconds, command...
+  local t=$1; shift
+  timeout "$t" setpriv --reuid="$(id -u "$user")" --regid="$(id -g "$user")" --init-groups --inh-caps=-all \
     env -i PATH="$PATH" HOME="$home" USER="$user" LANG=C.UTF-8 ${CUDA_HOME:+CUDA_HOME=$CUDA_HOME} \
     ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH} "$@"
 }
@@ -44,17 +45,20 @@ sets=(--set device=cuda --set "python=$PY" --set timing=true)
 echo "== 1. dice doctor --set device=cuda, as root and as $user"
 timeout 300 "$DICE" doctor --set device=cuda --set "python=$PY" > "$OUT/unpriv_doctor_root.txt" 2>&1
 echo "root: exit $?"; tail -3 "$OUT/unpriv_doctor_root.txt"
-(cd "$work" && timeout 300 as_user "$DICE" doctor --set device=cuda --set "python=$PY") > "$OUT/unpriv_doctor_user.txt" 2>&1
+(cd "$work" && as_user 300 "$DICE" doctor --set device=cuda --set "python=$PY") > "$OUT/unpriv_doctor_user.txt" 2>&1
 echo "$user: exit $?"; cat "$OUT/unpriv_doctor_user.txt"
 
-echo "== 2. the built-in CUDA solutions, as root and as $user"
-timeout 600 "$DICE" judge --tasks "$work/tasks.jsonl" --candidates "$work/cands.jsonl" --out "$OUT/unpriv_root.jsonl" \
-  "${sets[@]}" --set cache_root=/tmp/dice-unpriv-root > "$OUT/unpriv_judge_root.log" 2>&1
-echo "root: exit $?"; grep -E "correct|classes" "$OUT/unpriv_judge_root.log"
-(cd "$work" && timeout 600 as_user "$DICE" judge --tasks tasks.jsonl --candidates cands.jsonl --out v.jsonl \
+echo "== 2. the built-in CUDA solutions, as root and as $user (both at once, JUDGE_LIMIT_S ${JUDGE_LIMIT_S:=420} s each)"
+timeout "$JUDGE_LIMIT_S" "$DICE" judge --tasks "$work/tasks.jsonl" --candidates "$work/cands.jsonl" \
+  --out "$OUT/unpriv_root.jsonl" "${sets[@]}" --set cache_root=/tmp/dice-unpriv-root > "$OUT/unpriv_judge_root.log" 2>&1 &
+rootpid=$!
+(cd "$work" && as_user "$JUDGE_LIMIT_S" "$DICE" judge --tasks tasks.jsonl --candidates cands.jsonl --out v.jsonl \
   "${sets[@]}" --set "cache_root=$work/cache") > "$OUT/unpriv_judge_user.log" 2>&1
 echo "$user: exit $?"; grep -E "not root|correct|classes|protections" "$OUT/unpriv_judge_user.log"
-cp "$work/v.jsonl" "$OUT/unpriv_user.jsonl" 2>/dev/null
+wait $rootpid
+echo "root: exit $?"; grep -E "correct|classes" "$OUT/unpriv_judge_root.log"
+for f in v.jsonl v.jsonl.partial; do [[ -f $work/$f ]] && cp "$work/$f" "$OUT/unpriv_user.jsonl"; done
+[[ -f $OUT/unpriv_root.jsonl ]] || cp "$OUT/unpriv_root.jsonl.partial" "$OUT/unpriv_root.jsonl" 2>/dev/null
 $PY - "$OUT/unpriv_root.jsonl" "$OUT/unpriv_user.jsonl" <<'PY' | tee "$OUT/unpriv_summary.txt"
 import json, sys
 def load(p):
@@ -63,10 +67,15 @@ def load(p):
     except OSError:
         return {}
 a, b = load(sys.argv[1]), load(sys.argv[2])
-diff = [k for k in a if k not in b or a[k]["failure"] != b[k]["failure"]]
+both = [k for k in a if k in b]
+diff = [k for k in both if a[k]["failure"] != b[k]["failure"]]
 for k in diff:
-    print("differs:", k, a[k]["failure"], "->", b.get(k, {}).get("failure"))
+    print("differs:", k, a[k]["failure"], "->", b[k]["failure"], "|", b[k].get("log_tail", "")[-300:])
+for k in both:
+    if a[k]["failure"] != "none":
+        print("root:", k, a[k]["failure"], a[k].get("log_tail", "")[-300:])
 print(f"root {sum(r['failure'] == 'none' for r in a.values())}/{len(a)} pass, "
-      f"user {sum(r['failure'] == 'none' for r in b.values())}/{len(b)} pass, {len(a) - len(diff)}/{len(a)} verdicts equal")
-sys.exit(1 if diff or not a else 0)
+      f"user {sum(r['failure'] == 'none' for r in b.values())}/{len(b)} pass, "
+      f"{len(both) - len(diff)}/{len(both)} verdicts equal on the tasks both judged")
+sys.exit(1 if diff or not both else 0)
 PY

@@ -17,6 +17,9 @@ struct SandboxConfig {
   long processes = 256;
   long open_files = 1024;
   long file_size_mb = 256;
+  // The evaluating candidate process writes its outputs into one file: KernelBench's largest
+  // level-1 outputs are 6 GiB (the built-in CUDA tasks' 512 MiB already exceed file_size_mb).
+  long output_file_mb = 16384;
   long memory_mb = 8192;  // RLIMIT_AS for CPU work; never applied to CUDA executors
   bool network_namespace = true;
   bool mount_namespace = true;
@@ -36,6 +39,8 @@ struct SandboxConfig {
     v("processes", processes, "RLIMIT_NPROC per slot uid");
     v("open_files", open_files, "RLIMIT_NOFILE");
     v("file_size_mb", file_size_mb, "RLIMIT_FSIZE in MiB");
+    v("output_file_mb", output_file_mb,
+      "RLIMIT_FSIZE in MiB of the evaluating candidate process (its outputs are written to one file)");
     v("memory_mb", memory_mb, "RLIMIT_AS in MiB for CPU-only processes (0 = none)");
     v("network_namespace", network_namespace, "unshare the network namespace");
     v("mount_namespace", mount_namespace, "unshare the mount namespace");

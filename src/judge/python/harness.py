@@ -10,6 +10,7 @@ little-endian header length, a JSON header {"structure", "tensors": [{"dtype", "
 checked before a byte is used.
 """
 import ctypes
+import errno
 import json
 import math
 import os
@@ -157,9 +158,16 @@ def write_tensors_to(fh, obj):
 def write_tensors_in_place(path, obj):
     """As write_tensors, into an existing file (the candidate cannot create files beside it)."""
     head, hosts = _pack(obj)
-    with open(path, "r+b") as fh:
-        fh.truncate(0)
-        _write_packed(fh, head, hosts)
+    try:
+        with open(path, "r+b") as fh:
+            fh.truncate(0)
+            _write_packed(fh, head, hosts)
+    except OSError as e:
+        if e.errno != errno.EFBIG:
+            raise
+        total = (len(head) + sum(n for _, n in hosts)) >> 20
+        raise Fail("runtime_error", "the outputs (%d MiB) exceed the file size limit judge.sandbox.output_file_mb (%s MiB)"
+                   % (total, os.environ.get("DICE_OUTPUT_FILE_MB", "?")))
 
 
 def _decode(s, tensors, depth=0):
