@@ -4,7 +4,8 @@
 #   2. the built-in CUDA solutions judged as root and as that user (`dice judge`, the same settings):
 #      the verdicts must be the same, task by task
 # usage (repo root, project built in build-gpu/):  OUT=/path tools/gpu/unprivileged.sh
-#   N_TASKS (default 34: all of configs/tasks/builtin_cuda.jsonl)
+#   N_TASKS (default 34: all of configs/tasks/builtin_cuda.jsonl), SETS (more --set for both judges)
+#   DICE (default build-gpu/src/app/dice)
 # Results: $OUT/unpriv_doctor_{root,user}.txt, $OUT/unpriv_{root,user}.jsonl, $OUT/unpriv_summary.txt
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,7 +41,7 @@ import json
 for l in open('$work/tasks.jsonl'):
     t = json.loads(l); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > "$work/cands.jsonl"
 chmod 644 "$work"/*.jsonl
-sets=(--set device=cuda --set "python=$PY" --set timing=true)
+sets=(--set device=cuda --set "python=$PY" ${SETS:-})  # the judge's defaults (timing off)
 
 echo "== 1. dice doctor --set device=cuda, as root and as $user"
 timeout 300 "$DICE" doctor --set device=cuda --set "python=$PY" > "$OUT/unpriv_doctor_root.txt" 2>&1
@@ -52,11 +53,12 @@ echo "== 2. the built-in CUDA solutions, as root and as $user (both at once, JUD
 timeout "$JUDGE_LIMIT_S" "$DICE" judge --tasks "$work/tasks.jsonl" --candidates "$work/cands.jsonl" \
   --out "$OUT/unpriv_root.jsonl" "${sets[@]}" --set cache_root=/tmp/dice-unpriv-root > "$OUT/unpriv_judge_root.log" 2>&1 &
 rootpid=$!
+t0=$SECONDS
 (cd "$work" && as_user "$JUDGE_LIMIT_S" "$DICE" judge --tasks tasks.jsonl --candidates cands.jsonl --out v.jsonl \
   "${sets[@]}" --set "cache_root=$work/cache") > "$OUT/unpriv_judge_user.log" 2>&1
-echo "$user: exit $?"; grep -E "not root|correct|classes|protections" "$OUT/unpriv_judge_user.log"
+echo "$user: exit $? after $((SECONDS - t0)) s"; grep -E "not root|correct|classes|protections" "$OUT/unpriv_judge_user.log"
 wait $rootpid
-echo "root: exit $?"; grep -E "correct|classes" "$OUT/unpriv_judge_root.log"
+echo "root: exit $? after $((SECONDS - t0)) s"; grep -E "correct|classes" "$OUT/unpriv_judge_root.log"
 for f in v.jsonl v.jsonl.partial; do [[ -f $work/$f ]] && cp "$work/$f" "$OUT/unpriv_user.jsonl"; done
 [[ -f $OUT/unpriv_root.jsonl ]] || cp "$OUT/unpriv_root.jsonl.partial" "$OUT/unpriv_root.jsonl" 2>/dev/null
 $PY - "$OUT/unpriv_root.jsonl" "$OUT/unpriv_user.jsonl" <<'PY' | tee "$OUT/unpriv_summary.txt"

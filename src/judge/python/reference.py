@@ -20,7 +20,6 @@ JSON lines on stdin, answers JSON lines on fd 3:
 A reference that fails to load or run is the judge's problem (status judge_error), not the
 candidate's.
 """
-import io
 import os
 import sys
 import time
@@ -59,9 +58,12 @@ class Reference:
             if mod is None:
                 mod = self.modules[path] = harness.load_module("dice_reference", path)
             self.get_inputs = mod.get_inputs
+            self.inputs_on_cpu = False
             harness.seed_all(int(req["init_seed"]))
             init = list(mod.get_init_inputs())
             self.xchg = req["xchg"]
+            self.own_out = os.path.join(self.xchg, "ref_out.bin")
+            open(self.own_out, "wb").close()
             harness.write_tensors(os.path.join(self.xchg, "init.bin"), init)
             init = harness.read_tensors(os.path.join(self.xchg, "init.bin"), "cpu")  # what the candidate gets
             harness.seed_all(int(req["init_seed"]))
@@ -75,16 +77,33 @@ class Reference:
         self.ref_out = None
         return {}
 
+    def inputs_under_seed(self):
+        """get_inputs() under the seed just set. On a GPU its tensors are made there (a task's inputs
+        can be GiBs, which one CPU thread takes seconds to draw); a get_inputs that fails so is run
+        on the CPU, as written, every time."""
+        if self.device == "cpu" or self.inputs_on_cpu:
+            return self.get_inputs()
+        state = torch.random.get_rng_state(), torch.cuda.get_rng_state_all()
+        try:
+            with torch.device(self.device):
+                return self.get_inputs()
+        except Exception:  # noqa: BLE001
+            self.inputs_on_cpu = True
+            torch.random.set_rng_state(state[0])
+            torch.cuda.set_rng_state_all(state[1])
+            return self.get_inputs()
+
     def stage(self, req):
         in_path = os.path.join(self.xchg, "in.bin")
         try:
             harness.seed_all(int(req["seed"]))
-            inputs = to_device(self.get_inputs(), self.device)
+            inputs = to_device(self.inputs_under_seed(), self.device)
             harness.write_tensors(in_path, list(inputs))
             h0 = time.perf_counter()
             args = harness.read_tensors(in_path, self.device)
             out, ms, _ = self.caller.call(self.model, args, bool(req.get("record")))
-            harness.write_tensors_to(io.BytesIO(), out)  # the cost of writing it, as the candidate writes its own
+            # the cost of writing it, as the candidate writes its own (into a file that already exists)
+            harness.write_tensors_in_place(self.own_out, out)
             host_ms = (time.perf_counter() - h0) * 1e3
             if req.get("like"):  # calibration only (before candidate code runs): an output to hand back
                 harness.write_tensors(os.path.join(self.xchg, "like.bin"), out)
