@@ -180,7 +180,9 @@ def test_build():
         os.makedirs(host_pch)
         open(os.path.join(pch, "dice_full.h"), "w").write("#include <torch/extension.h>\n")
         open(os.path.join(host_pch, "dice_cuda_host.h"), "w").write("#include <torch/extension.h>\n#include <cuda_runtime.h>\n")
+        open(os.path.join(host_pch, "dice_cuda_types.h"), "w").write("#include <torch/types.h>\n#include <cuda_runtime.h>\n")
         recipe["host_pch"] = host_pch
+        recipe["host_light"] = "dice_cuda_types.h"
         json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
         norm = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);", "cuda_sources": TRICKY,
                               "functions": ["run"], "extra_cuda_cflags": ["-O3", "--use_fast_math"]})
@@ -193,6 +195,7 @@ def test_build():
             return
         check(set(ans["steps"]) >= {"main", "host", "device", "device2", "link"},
               "steps: main, host, device, the template instantiation pass and link ran")
+        check("host_full" not in ans["steps"], "the host part compiled on torch/types.h (its extension.h left out)")
         undefined = subprocess.run(["nm", "-D", "--undefined-only", ans["so"]], capture_output=True, text=True).stdout
         for k in ("fill_kernel", "scale_kernel", "cast_kernel", "twice"):
             check(k not in undefined, "%s resolved inside the extension" % k)
@@ -208,6 +211,20 @@ def test_build():
         print("call:", r.stdout.strip()[-300:], r.stderr.strip()[-300:])
         check(r.returncode == 0 and "RAISED launch failed:" in r.stdout,
               "the extension imports and its launch reports the CUDA runtime's error (no GPU here)")
+        # a host part that needs more of the frontend than torch/types.h: compiled again on the full header
+        full = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
+                              "cuda_sources": PRELUDE + "#include <torch/extension.h>\n"
+                              "__global__ void k(float* p, int n) { if (threadIdx.x < n) p[threadIdx.x] = 1.f; }\n"
+                              "torch::Tensor run(torch::Tensor x) {\n"
+                              "  auto y = torch::nn::functional::relu(x);\n"
+                              "  k<<<1, 32>>>(y.data_ptr<float>(), (int)y.numel());\n  return y;\n}\n",
+                              "functions": ["run"]})
+        outf = os.path.join(work, "outf")
+        os.makedirs(outf)
+        ans = fb.build(full, "12" * 32, {"pch": {"cuda": pch}}, outf, ext.forbidden_flag)
+        check(ans["status"] == "ok" and "host_full" in ans.get("steps", {}),
+              "a host part that uses torch::nn builds on the full header after the light one: %s %s"
+              % (ans["status"], ans.get("log", "")[-1500:]))
         # a kernel that does not compile: fallback, never a verdict of its own
         bad = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
                              "cuda_sources": PRELUDE + "__global__ void k(float* p) { undefined_thing(p); }\n"

@@ -55,7 +55,7 @@ import torch.utils.cpp_extension as cppext
 
 from extflags import forbidden_flag, normalize, pybind_main  # noqa: F401 (re-exported)
 
-PCH_RECIPE = "dice-pch-5"
+PCH_RECIPE = "dice-pch-6"
 PCH_HEADER = "dice_full.h"
 # The fast builder's table main.cpp (dice_bind.h instead of a pybind11 module): torch/types.h is what
 # kernel code uses of torch (tensors, ATen ops, TORCH_CHECK, AT_DISPATCH); a candidate that needs
@@ -66,6 +66,10 @@ BIND_HEADER = "#include <torch/types.h>"
 HOST_PCH_HEADER = "dice_cuda_host.h"
 HOST_HEADERS = ["torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAGuard.h", "c10/cuda/CUDAException.h",
                 "ATen/ATen.h", "cuda.h", "cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "vector", "algorithm", "cmath"]
+# The same on torch/types.h (what host code of a kernel uses), the .cu's own torch/extension.h left
+# out; a host part that does not compile so is compiled again on HOST_PCH_HEADER.
+HOST_LIGHT_PCH_HEADER = "dice_cuda_types.h"
+HOST_LIGHT_HEADERS = ["torch/types.h"] + HOST_HEADERS[1:]
 LIGHT_HEADER = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>"
 FULL_HEADER = "#include <torch/extension.h>"
 # A CUDA source's own #include of torch/extension.h (left out of the .cu with light_cuda).
@@ -416,7 +420,13 @@ def _build_pch(d, key, cuda):
                 fh.write("".join("#include <%s>\n" % h for h in HOST_HEADERS))
             host_jobs = _precompile(hplain, post, os.path.join(host_dir, HOST_PCH_HEADER),
                                     os.path.join(host_dir, HOST_PCH_HEADER + ".gch"), tmp)
-        errors = [j.communicate()[1] for j in jobs + host_jobs + bind_jobs]  # all at once: ~30-40 s each
+            with open(os.path.join(host_dir, HOST_LIGHT_PCH_HEADER), "w") as fh:
+                fh.write("".join("#include <%s>\n" % h for h in HOST_LIGHT_HEADERS))
+            light_jobs = _precompile(hplain, post, os.path.join(host_dir, HOST_LIGHT_PCH_HEADER),
+                                     os.path.join(host_dir, HOST_LIGHT_PCH_HEADER + ".gch"), tmp)
+        if not cuda:
+            light_jobs = []
+        errors = [j.communicate()[1] for j in jobs + host_jobs + bind_jobs + light_jobs]  # all at once: ~30-40 s each
         for j, err in zip(jobs, errors):
             if j.returncode != 0:
                 raise RuntimeError("g++ could not precompile the header: " + err.decode(errors="replace")[-2000:])
@@ -428,6 +438,9 @@ def _build_pch(d, key, cuda):
         if cuda and host_ok and _pch_used(hplain, post, host_dir, HOST_PCH_HEADER,
                               os.path.join(host_dir, HOST_PCH_HEADER + ".gch"), tmp):
             recipe["host_pch"] = host_dir
+            if all(j.returncode == 0 for j in light_jobs) and _pch_used(
+                    hplain, post, host_dir, HOST_LIGHT_PCH_HEADER, os.path.join(host_dir, HOST_LIGHT_PCH_HEADER + ".gch"), tmp):
+                recipe["host_light"] = HOST_LIGHT_PCH_HEADER
         binding = _build_binding(d, key, cuda)
         if binding:
             recipe["binding"] = binding

@@ -591,7 +591,7 @@ def host_flags(cuda_flags):
 # The build
 
 HOST_PRELUDE = """// dice fast build: the host part of the candidate's .cu (its kernels live in device.o)
-#include "dice_cuda_host.h"
+#include "{header}"
 #include <cuda.h>
 #include <cuda_runtime.h>
 #ifndef __launch_bounds__
@@ -621,6 +621,15 @@ def _bound_main(norm, header, light=False):
     sources = [FRONTEND_INCLUDE.sub("// [dice: torch frontend include left out]", c) if light else c
                for c in norm["cpp_sources"]]
     return "\n".join([header] + sources + ['#include "dice_bind.h"', "DICE_BIND_TABLE(" + " ".join(entries) + ")", ""])
+
+
+def _host_text(host_src, light_header):
+    """host.cpp: on light_header (torch/types.h) without the source's own frontend includes, or, with
+    light_header "", on the full host header as the source was written."""
+    if light_header:
+        return HOST_PRELUDE.replace("{header}", light_header) + FRONTEND_INCLUDE.sub(
+            "// [dice: torch frontend include left out]", host_src)
+    return HOST_PRELUDE.replace("{header}", "dice_cuda_host.h") + host_src
 
 
 def _fill(template, **kw):
@@ -678,15 +687,18 @@ def build(norm, key, settings, out_dir, forbidden_flag):
             return {"status": "fallback", "log": "fast build: " + reason}
         dev_src, host_src, info = split
         host_pch = recipe.get("host_pch", "")  # without it the host part parses those headers (slower, same program)
+        host_light = recipe.get("host_light", "")
         if not host_pch or not os.path.exists(os.path.join(host_pch, "dice_cuda_host.h")):
-            host_pch = os.path.join(d, "hosthdr")
+            host_pch, host_light = os.path.join(d, "hosthdr"), ""
             os.makedirs(host_pch)
             with open(os.path.join(host_pch, "dice_cuda_host.h"), "w") as fh:
                 fh.write("#include <torch/extension.h>\n#include <cuda_runtime.h>\n")
         with open(os.path.join(d, "device.cu"), "w") as fh:
             fh.write(dev_src)
+        # first on torch/types.h (host_light), the .cu's own frontend includes left out; again on the full
+        # header when that does not compile
         with open(os.path.join(d, "host.cpp"), "w") as fh:
-            fh.write(HOST_PRELUDE + host_src)
+            fh.write(_host_text(host_src, host_light))
         jobs.append(("host", _fill(recipe["host_compile"], name=name, src="host.cpp", obj="host.o",
                                    inc=_q(includes + ["-I" + host_pch]), extra=_q(hflags))))
         jobs.append(("device", _fill(recipe["cuda_compile"], name=name, src="device.cu", obj="device.o",
@@ -703,6 +715,11 @@ def build(norm, key, settings, out_dir, forbidden_flag):
         ok["main"], logs["main"] = ok["main_pybind"], logs["main_pybind"]
     if not ok.get("main", False):
         return {"status": "compile_error", "log": logs.get("main", "")[-6000:], "steps": steps}
+    if split is not None and not ok.get("host") and host_light:
+        with open(os.path.join(d, "host.cpp"), "w") as fh:
+            fh.write(_host_text(split[1], ""))
+        ok.update(_run_parallel([("host_full", jobs[1][1])], d, steps, logs))
+        ok["host"], logs["host"] = ok["host_full"], logs["host_full"]
     if split is not None:
         if not (ok.get("host") and ok.get("device")):
             failed = "host" if not ok.get("host") else "device"
