@@ -4,8 +4,8 @@
 #   2. the built-in CUDA solutions judged as root and as that user (`dice judge`, the same settings):
 #      the verdicts must be the same, task by task
 # usage (repo root, project built in build-gpu/):  OUT=/path tools/gpu/unprivileged.sh
-#   N_TASKS (default 34: all of configs/tasks/builtin_cuda.jsonl), SETS (more --set for both judges)
-#   DICE (default build-gpu/src/app/dice)
+#   N_TASKS (default 34: all of configs/tasks/builtin_cuda.jsonl), SETS (more "--set k=v" words for both judges)
+#   DICE (default build-gpu/src/app/dice); DEVICE=cpu with the CPU tasks tries the script on a CPU machine
 # Results: $OUT/unpriv_doctor_{root,user}.txt, $OUT/unpriv_{root,user}.jsonl, $OUT/unpriv_summary.txt
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,21 +35,21 @@ as_user() {  # seconds, command...
 work=$home/unpriv_work
 rm -rf "$work" /tmp/dice-unpriv-root
 mkdir -p "$work" /tmp/dice-unpriv-root && chown "$user:" "$work"
-head -n "${N_TASKS:-34}" configs/tasks/builtin_cuda.jsonl > "$work/tasks.jsonl"
+head -n "${N_TASKS:-34}" "configs/tasks/builtin_${DEVICE:=cuda}.jsonl" > "$work/tasks.jsonl"
 $PY -c "
 import json
 for l in open('$work/tasks.jsonl'):
     t = json.loads(l); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > "$work/cands.jsonl"
 chmod 644 "$work"/*.jsonl
-sets=(--set device=cuda --set "python=$PY" ${SETS:-})  # the judge's defaults (timing off)
+sets=(--set "device=$DEVICE" --set "python=$PY" ${SETS:-})  # the judge's defaults (timing off)
 
-echo "== 1. dice doctor --set device=cuda, as root and as $user"
-timeout 300 "$DICE" doctor --set device=cuda --set "python=$PY" > "$OUT/unpriv_doctor_root.txt" 2>&1
+echo "== 1. dice doctor --set device=$DEVICE, as root and as $user"
+timeout 300 "$DICE" doctor --set "device=$DEVICE" --set "python=$PY" > "$OUT/unpriv_doctor_root.txt" 2>&1
 echo "root: exit $?"; tail -3 "$OUT/unpriv_doctor_root.txt"
-(cd "$work" && as_user 300 "$DICE" doctor --set device=cuda --set "python=$PY") > "$OUT/unpriv_doctor_user.txt" 2>&1
+(cd "$work" && as_user 300 "$DICE" doctor --set "device=$DEVICE" --set "python=$PY") > "$OUT/unpriv_doctor_user.txt" 2>&1
 echo "$user: exit $?"; cat "$OUT/unpriv_doctor_user.txt"
 
-echo "== 2. the built-in CUDA solutions, as root and as $user (both at once, JUDGE_LIMIT_S ${JUDGE_LIMIT_S:=420} s each)"
+echo "== 2. the built-in $DEVICE solutions, as root and as $user (both at once, JUDGE_LIMIT_S ${JUDGE_LIMIT_S:=420} s each)"
 timeout "$JUDGE_LIMIT_S" "$DICE" judge --tasks "$work/tasks.jsonl" --candidates "$work/cands.jsonl" \
   --out "$OUT/unpriv_root.jsonl" "${sets[@]}" --set cache_root=/tmp/dice-unpriv-root > "$OUT/unpriv_judge_root.log" 2>&1 &
 rootpid=$!
