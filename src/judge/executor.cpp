@@ -253,8 +253,9 @@ class Executor::Candidate {
     ::close(fd);
     auto opts = sandboxed_python(s.sandbox, s.python, {s.harness_dir + "/runner.py", s.cuda ? "cuda" : "cpu"},
                                  scratch_->path(), {out_path_}, s.uid, s.cuda, {});
-    // its outputs go to out_path, as large as the task's outputs are
-    opts.sandbox.file_size_bytes = std::max(s.sandbox.file_size_mb, s.sandbox.output_file_mb) << 20;
+    // Its outputs go to out_path, as large as the task's outputs are: the runner raises its soft
+    // RLIMIT_FSIZE (file_size_mb, what candidate code writes under) up to this hard one to write them.
+    opts.sandbox.file_size_hard_bytes = s.sandbox.output_file_mb << 20;
     opts.env.push_back(str("DICE_OUTPUT_FILE_MB=", s.sandbox.output_file_mb));
     proc_ = std::make_unique<proc::Subprocess>(opts);
   }

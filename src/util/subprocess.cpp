@@ -151,10 +151,11 @@ struct ChildPlan {
   std::vector<char> mountinfo;  // scratch buffer for /proc/self/mountinfo
 };
 
-void set_limit(int res, long v) {
+void set_limit(int res, long v, long hard = 0) {
   if (v <= 0) return;
   struct rlimit rl;
-  rl.rlim_cur = rl.rlim_max = static_cast<rlim_t>(v);
+  rl.rlim_cur = static_cast<rlim_t>(v);
+  rl.rlim_max = static_cast<rlim_t>(std::max(v, hard));
   setrlimit(res, &rl);
 }
 
@@ -272,7 +273,7 @@ bool make_readonly(ChildPlan& p, bool& dev_ok) {
     setrlimit(RLIMIT_CORE, &no_core);
     set_limit(RLIMIT_CPU, p.sb.cpu_s);
     set_limit(RLIMIT_AS, p.sb.address_space_bytes);
-    set_limit(RLIMIT_FSIZE, p.sb.file_size_bytes);
+    set_limit(RLIMIT_FSIZE, p.sb.file_size_bytes, p.sb.file_size_hard_bytes);
     set_limit(RLIMIT_NPROC, p.sb.processes);
     set_limit(RLIMIT_NOFILE, p.sb.open_files);
   }

@@ -68,8 +68,9 @@ TEST(Executor, ServesRecyclesAndTimesOut) {
   remove_tree(scratch);
 }
 
-// The evaluating process writes its outputs into one file: the sandbox's file-size limit for
-// other files (file_size_mb) does not cap them; output_file_mb does, with a sentence naming it.
+// The evaluating process writes its outputs into one file: the sandbox's file-size limit for what
+// candidate code writes (file_size_mb) does not cap them; output_file_mb does, with a sentence
+// naming it. (hostile_big_file.py checks that candidate code still writes under file_size_mb.)
 // (On the GPU node the built-in CUDA tasks' 512 MiB outputs got "File too large" under 256 MiB.)
 TEST(Executor, OutputsBeyondFileSizeLimitNamedSetting) {
   std::string scratch = dice::fs::make_temp_dir("dice_exec_out_");
@@ -107,7 +108,7 @@ TEST(Executor, OutputsBeyondFileSizeLimitNamedSetting) {
   auto fits = judge_with(8);
   EXPECT_EQ(fits.failure, Failure::kNone) << fits.log_tail;
   auto too_big = judge_with(1);
-  EXPECT_EQ(too_big.failure, Failure::kRuntimeError) << too_big.log_tail;
+  EXPECT_EQ(too_big.failure, Failure::kResourceLimit) << too_big.log_tail;
   EXPECT_NE(too_big.log_tail.find("judge.sandbox.output_file_mb (1 MiB)"), std::string::npos) << too_big.log_tail;
   remove_tree(scratch);
 }

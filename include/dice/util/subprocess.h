@@ -39,6 +39,7 @@ struct SandboxOptions {
   long cpu_s = 0;
   long address_space_bytes = 0;  // do not set for CUDA processes (they reserve huge VA ranges)
   long file_size_bytes = 0;
+  long file_size_hard_bytes = 0;  // > file_size_bytes: the hard limit above the soft one (the process may raise its own)
   long processes = 0;  // RLIMIT_NPROC counts per uid: only meaningful together with uid
   long open_files = 0;
   int uid = -1;  // setuid/setgid to this id after the namespaces are set up (-1: keep)
