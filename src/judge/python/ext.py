@@ -438,8 +438,9 @@ def _build_pch(d, key, cuda):
         if cuda and host_ok and _pch_used(hplain, post, host_dir, HOST_PCH_HEADER,
                               os.path.join(host_dir, HOST_PCH_HEADER + ".gch"), tmp):
             recipe["host_pch"] = host_dir
-            if all(j.returncode == 0 for j in light_jobs) and _pch_used(
-                    hplain, post, host_dir, HOST_LIGHT_PCH_HEADER, os.path.join(host_dir, HOST_LIGHT_PCH_HEADER + ".gch"), tmp):
+            light_gch = os.path.join(host_dir, HOST_LIGHT_PCH_HEADER + ".gch")
+            if all(j.returncode == 0 for j in light_jobs) and _pch_used(hplain, post, host_dir, HOST_LIGHT_PCH_HEADER,
+                                                                         light_gch, tmp):
                 recipe["host_light"] = HOST_LIGHT_PCH_HEADER
         binding = _build_binding(d, key, cuda)
         if binding:

@@ -178,8 +178,8 @@ def write_tensors_in_place(path, obj):
     except OSError as e:
         if e.errno != errno.EFBIG:
             raise
-        raise Fail("resource_limit", "the outputs (%d MiB) exceed the file size limit judge.sandbox.output_file_mb (%s MiB)"
-                   % (total >> 20, os.environ.get("DICE_OUTPUT_FILE_MB", "?")))
+        raise Fail("resource_limit", "the outputs (%d MiB) exceed the file size limit "
+                   "judge.sandbox.output_file_mb (%s MiB)" % (total >> 20, os.environ.get("DICE_OUTPUT_FILE_MB", "?")))
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
