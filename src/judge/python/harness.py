@@ -116,7 +116,7 @@ def _encode(x, tensors):
 
 
 def _pack(obj):
-    """(header bytes, [(host tensor, nbytes)]) of obj; tensors are copied to the host."""
+    """(header bytes, [(contiguous tensor, nbytes)]) of obj."""
     tensors = []
     structure = _encode(obj, tensors)
     metas, hosts, offset = [], [], 0
@@ -125,7 +125,7 @@ def _pack(obj):
             raise Fail("wrong_value", "output is a %s, not a plain torch.Tensor" % type(t).__name__)
         if t.dtype not in DTYPE_NAMES:
             raise Fail("wrong_shape", "unsupported dtype %s" % t.dtype)
-        h = t.detach().contiguous().cpu()
+        h = t.detach().contiguous()  # a GPU tensor stays there: it is written through the staging buffer
         nbytes = h.numel() * h.element_size()
         metas.append({"dtype": DTYPE_NAMES[t.dtype], "shape": list(h.shape), "offset": offset, "nbytes": nbytes})
         hosts.append((h, nbytes))
@@ -139,12 +139,71 @@ def _bytes_of(t, nbytes):
     return memoryview((ctypes.c_char * nbytes).from_address(t.data_ptr())).cast("B")
 
 
+# Tensors on a GPU go to and from files through one host buffer per process, reused by every call
+# (pinned where the allocator allows), in pieces of its size: no fresh host copy of a GiB tensor
+# (its page faults cost more than the copy) and no second copy beside the file's bytes.
+STAGE_BYTES = 32 << 20
+STAGE_HOST_TENSORS = False  # tests only: host tensors take the GPU tensors' path
+_stage = None
+
+
+def _staging():
+    global _stage
+    if _stage is None:
+        try:
+            _stage = torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
+        except Exception:  # noqa: BLE001  (no CUDA, or no pinned memory left: a plain host buffer)
+            _stage = torch.empty(STAGE_BYTES, dtype=torch.uint8)
+    return _stage, _bytes_of(_stage, _stage.numel())
+
+
+def _staged(device):
+    return torch.device(device).type != "cpu" or STAGE_HOST_TENSORS
+
+
+def _as_bytes(t):
+    """A contiguous tensor's memory as a flat uint8 tensor on its device (no copy)."""
+    return t.reshape(-1).view(torch.uint8)
+
+
 def _write_packed(fh, head, hosts):
     fh.write(head)
     for h, nbytes in hosts:
-        if nbytes:
+        if not nbytes:
+            continue
+        if not _staged(h.device):
             fh.write(_bytes_of(h, nbytes))
+            continue
+        src = _as_bytes(h)
+        stage, view = _staging()
+        for i in range(0, nbytes, stage.numel()):
+            n = min(stage.numel(), nbytes - i)
+            stage[:n].copy_(src[i:i + n])  # synchronous: the buffer is free again when it returns
+            fh.write(view[:n])
     fh.flush()
+
+
+def _read_into(fh, dtype, shape, nbytes, device):
+    """A fresh tensor on device holding the next nbytes of fh, or None when the file ends first."""
+    if not _staged(device):
+        t = torch.empty(shape, dtype=dtype)
+        view, got = _bytes_of(t, nbytes), 0
+        while got < nbytes:
+            n = fh.readinto(view[got:])
+            if not n:
+                return None
+            got += n
+        return t.to(device) if torch.device(device).type != "cpu" else t
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    stage, view = _staging()
+    got = 0
+    while got < nbytes:
+        n = fh.readinto(view[:min(stage.numel(), nbytes - got)])
+        if not n:
+            return None
+        dst[got:got + n].copy_(stage[:n])
+        got += n
+    return dst.view(dtype).reshape(shape)
 
 
 def write_tensors(path, obj):
@@ -238,18 +297,24 @@ def read_tensors(path, device="cpu"):
             esize = torch.empty((), dtype=dtype).element_size()
             if nbytes != numel * esize or off < 0 or off + nbytes > body:
                 raise Fail("wrong_value", "output tensor data is incomplete")
-            t = torch.empty(shape, dtype=dtype)
-            if numel:
-                fh.seek(start + hlen + off)
-                view = _bytes_of(t, nbytes)
-                got = 0
-                while got < nbytes:
-                    n = fh.readinto(view[got:])
-                    if not n:
-                        raise Fail("wrong_value", "output tensor data is incomplete")
-                    got += n
-            tensors.append(t.to(device) if device != "cpu" else t)
+            if not numel:
+                tensors.append(torch.empty(shape, dtype=dtype, device=device))
+                continue
+            fh.seek(start + hlen + off)
+            t = _read_into(fh, dtype, shape, nbytes, device)
+            if t is None:
+                raise Fail("wrong_value", "output tensor data is incomplete")
+            tensors.append(t)
     return _decode(structure, tensors)
+
+
+def as_read(obj, device):
+    """What read_tensors(path, device) returns after write_tensors(path, obj), without the file:
+    every tensor a fresh contiguous copy (same bits) on device, the rest through the same JSON."""
+    head, hosts = _pack(obj)
+    header = json.loads(head[len(MAGIC) + 8:].decode())
+    copies = [h.to(device).clone(memory_format=torch.contiguous_format) for h, _ in hosts]
+    return _decode(header["structure"], copies)
 
 
 def flatten(x):

@@ -10,7 +10,7 @@ JSON lines on stdin, answers JSON lines on fd 3:
   {"cmd": "stage", "seed", "record", "like"?}
            -> {"event": "ok", "ref_ms", "ref_host_ms"}: inputs of get_inputs() under the hidden seed
               written to xchg/in.bin, the reference run on them exactly as the candidate will be
-              (harness.Caller, fresh tensors read from the file), its output kept in memory only
+              (harness.Caller, fresh tensors of the file's bits), its output kept in memory only
               (with "like", for the calibration calls made before candidate code runs, also
               written to xchg/like.bin)
   {"cmd": "check", "out_path", "atol", "rtol"}
@@ -100,7 +100,13 @@ class Reference:
             inputs = to_device(self.inputs_under_seed(), self.device)
             harness.write_tensors(in_path, list(inputs))
             h0 = time.perf_counter()
-            args = harness.read_tensors(in_path, self.device)
+            # the candidate reads in_path into fresh tensors; so does the reference where its host time
+            # counts (warm-ups and timed calls: speedup_host compares like with like); a recorded call
+            # (a correctness trial, never timed) gets the same fresh tensors without reading the file
+            if req.get("record"):
+                args = harness.as_read(list(inputs), self.device)
+            else:
+                args = harness.read_tensors(in_path, self.device)
             out, ms, _ = self.caller.call(self.model, args, bool(req.get("record")))
             # the cost of writing it, as the candidate writes its own (into a file that already exists)
             harness.write_tensors_in_place(self.own_out, out)
