@@ -125,7 +125,8 @@ void run_lint(const std::string& path, const std::string& device) {
   for (const auto& t : judge::load_tasks(path)) {
     if (t.solution.empty()) continue;
     ++with_solution;
-    const auto findings = judge::static_check(t.solution, device.empty() ? t.device : device, judge::StaticCheckConfig{});
+    const auto findings = judge::static_check(t.solution, device.empty() ? t.device : device,
+                                              judge::StaticCheckConfig{}.for_level(t.level));
     if (findings.empty()) continue;
     ++flagged;
     rejected += judge::has_reject(findings);

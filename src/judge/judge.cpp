@@ -204,7 +204,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
               chosen.empty() ? std::string() : "; chosen automatically:" + chosen);
   }
   static_checker_ = [this](const Task& task, const std::string& code) {
-    return static_check(code, task.device, cfg_.static_checks);
+    return static_check(code, task.device, cfg_.static_checks.for_level(task.level));
   };
   impl_->uid_base = resolve_uid_base(cfg_.sandbox, cfg_.python);
   // Not root: the sandbox is a user namespace; where it is refused, stop before any candidate runs.

@@ -829,7 +829,14 @@ const std::string& StaticCheckConfig::mode(const std::string& check) const {
   throw Error(str("unknown static check '", check, "'"));
 }
 
-std::vector<Finding> static_check(const std::string& code, const std::string& device, const StaticCheckConfig& cfg) {
+StaticCheckConfig StaticCheckConfig::for_level(int level) const {
+  StaticCheckConfig c = *this;
+  if (c.torch_op_in_forward == "auto") c.torch_op_in_forward = level <= 1 ? "reject" : "warn";
+  return c;
+}
+
+std::vector<Finding> static_check(const std::string& code, const std::string& device, const StaticCheckConfig& given) {
+  const StaticCheckConfig cfg = given.for_level(0);  // a caller that knows the task's level resolved "auto" already
   DICE_REQUIRE(device == "cuda" || device == "cpu", "static_check: device must be \"cuda\" or \"cpu\", got \"", device, "\"");
   return Checker(code, device, cfg).run();
 }

@@ -101,7 +101,7 @@ void expect_fires(const std::string& code, const std::string& check, int line = 
   const auto all = static_check(code, device, StaticCheckConfig{});
   const auto hits = of(all, check);
   ASSERT_FALSE(hits.empty()) << check << " did not fire; findings:\n" << describe(all);
-  EXPECT_EQ(hits[0].severity, StaticCheckConfig{}.mode(check));
+  EXPECT_EQ(hits[0].severity, StaticCheckConfig{}.for_level(0).mode(check));  // no level given: "auto" is "reject"
   if (line > 0) {
     bool found = false;
     for (const auto& h : hits) found = found || h.detail.rfind("line " + std::to_string(line) + ":", 0) == 0;
@@ -186,6 +186,30 @@ TEST(StaticCheck, TorchOpsInForward) {
   // torch ops outside forward (module level, __init__) are fine
   std::string init = insert_after(kHonestCuda, "        self.scale = 1.0\n", "        self.w = torch.randn(4).sum()\n");
   EXPECT_TRUE(of(static_check(init, "cuda", {}), "torch_op_in_forward").empty());
+}
+
+// torch_op_in_forward follows the run-time library_ops rule by default: a level-2 answer that keeps a
+// library convolution and fuses its epilogue in its own kernel is a warning there, a reject on level 1
+// (and where no level is known).
+TEST(StaticCheck, TorchOpsInForwardByLevel) {
+  const std::string code = insert_after(kHonestCuda, "        out = torch.empty_like(x)\n", "        x = F.conv2d(x, x)\n");
+  const auto severity = [&](const StaticCheckConfig& cfg) {
+    const auto found = of(static_check(code, "cuda", cfg), "torch_op_in_forward");
+    return found.empty() ? std::string("none") : found[0].severity;
+  };
+  const StaticCheckConfig defaults;
+  EXPECT_EQ(defaults.torch_op_in_forward, "auto");
+  EXPECT_EQ(severity(defaults.for_level(1)), "reject");
+  EXPECT_EQ(severity(defaults.for_level(0)), "reject");
+  EXPECT_EQ(severity(defaults.for_level(2)), "warn");
+  EXPECT_EQ(severity(defaults.for_level(3)), "warn");
+  EXPECT_EQ(severity(defaults), "reject");  // no level given
+  StaticCheckConfig strict;
+  strict.torch_op_in_forward = "reject";
+  EXPECT_EQ(severity(strict.for_level(2)), "reject");  // an explicit mode is kept at every level
+  StaticCheckConfig off;
+  off.torch_op_in_forward = "off";
+  EXPECT_EQ(severity(off.for_level(1)), "none");
 }
 
 TEST(StaticCheck, TryExcept) {

@@ -34,10 +34,12 @@
 //                        allow_tf32 / set_float32_matmul_precision / autocast; __half, half2,
 //                        __nv_bfloat16, kHalf, kBFloat16, tf32 in C++.
 //
-// Defaults: reject for no_kernel, torch_op_in_forward, try_except, stream, thread, monkey_patch,
-// no_model_new (each lets a candidate be "correct" or "fast" without an honest kernel); warn for
-// inherits_model, caching, precision_downgrade (legitimate uses exist; the correctness and timing
-// protocol is the real defence there).
+// Defaults: reject for no_kernel, try_except, stream, thread, monkey_patch, no_model_new (each lets a
+// candidate be "correct" or "fast" without an honest kernel); warn for inherits_model, caching,
+// precision_downgrade (legitimate uses exist; the correctness and timing protocol is the real defence
+// there); auto for torch_op_in_forward, as the run-time judge.library_ops: reject on level-1 tasks (one
+// op is the whole task), warn above (a level-2 answer may keep a library convolution and fuse its
+// epilogue, as KernelBench and DICE accept).
 #include <string>
 #include <vector>
 
@@ -47,7 +49,7 @@ namespace dice::judge {
 
 struct StaticCheckConfig {
   std::string no_kernel = "reject";
-  std::string torch_op_in_forward = "reject";
+  std::string torch_op_in_forward = "auto";
   std::string try_except = "reject";
   std::string no_model_new = "reject";
   std::string inherits_model = "warn";
@@ -60,7 +62,8 @@ struct StaticCheckConfig {
   template <class V> void visit(V& v) {
     const std::vector<std::string> modes = {"off", "warn", "reject"};
     v.choice("no_kernel", no_kernel, modes, "no __global__ kernel (CUDA) / no C++ source (CPU)");
-    v.choice("torch_op_in_forward", torch_op_in_forward, modes, "PyTorch compute ops in ModelNew.forward");
+    v.choice("torch_op_in_forward", torch_op_in_forward, {"off", "warn", "reject", "auto"},
+             "PyTorch compute ops in ModelNew.forward (auto: reject on level-1 tasks, warn above)");
     v.choice("try_except", try_except, modes, "try/except (fallback) anywhere in the candidate");
     v.choice("no_model_new", no_model_new, modes, "no class ModelNew");
     v.choice("inherits_model", inherits_model, modes, "ModelNew subclasses the reference Model");
@@ -70,8 +73,11 @@ struct StaticCheckConfig {
     v.choice("caching", caching, modes, "module-level caches, lru_cache");
     v.choice("precision_downgrade", precision_downgrade, modes, "fp16 / bf16 / TF32");
   }
-  // The mode ("off", "warn", "reject") of a check key; throws dice::Error on an unknown key.
+  // The mode ("off", "warn", "reject", "auto") of a check key; throws dice::Error on an unknown key.
   const std::string& mode(const std::string& check) const;
+  // This configuration for a task of `level`: "auto" becomes "reject" on level 1 (or an unknown
+  // level, <= 0) and "warn" above.
+  StaticCheckConfig for_level(int level) const;
 };
 
 // The check keys in a fixed order.
