@@ -10,6 +10,7 @@
 #include "dice/ckpt/hf.h"
 #include "dice/text/tokenizer.h"
 #include "dice/util/error.h"
+#include "dice/util/home.h"
 #include "subcommand.h"
 
 namespace dice::app {
@@ -31,12 +32,8 @@ std::string resolve_checkpoint(const std::string& path, bool verify_search, bool
   return *latest;
 }
 
-// Relative paths that do not exist here are tried against the source tree (data/qwen3 by default).
-std::string resolve_data_path(const std::string& p) {
-  if (p.empty() || stdfs::path(p).is_absolute() || stdfs::exists(p)) return p;
-  stdfs::path in_tree = stdfs::path(DICE_SOURCE_DIR) / p;
-  return stdfs::exists(in_tree) ? in_tree.string() : p;
-}
+// Relative paths that do not exist here are tried against dice's home (data/qwen3 by default).
+std::string resolve_data_path(const std::string& p) { return util::in_home(p); }
 
 // The model's vocabulary must hold every tokenizer id, and its mask token must be the tokenizer's
 // mask token or, when the tokenizer has none (init adds <|MASK|>), an id past the tokenizer's.

@@ -25,6 +25,7 @@
 #include "dice/text/tokenizer.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
+#include "dice/util/home.h"
 #include "dice/util/log.h"
 #include "dice/util/run_dir.h"
 #include "dice/train/model_source.h"
@@ -104,7 +105,7 @@ std::vector<Item> task_prompts(const std::string& path, const std::string& templ
     const auto kind = infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
     const auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
     std::string tpl_path = template_path.empty()
-                               ? std::string(DICE_SOURCE_DIR) + "/" + text::default_prompt_template(kind, dev)
+                               ? util::home_dir() + "/" + text::default_prompt_template(kind, dev)
                                : template_path;
     std::string tpl = text::load_prompt_template(tpl_path);
     items.push_back({t.id, infill ? text::infill_prompt(tpl, t.reference, t.infill->prefix, t.infill->suffix)

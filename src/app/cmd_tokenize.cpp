@@ -9,13 +9,14 @@
 #include "dice/text/tokenizer.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
+#include "dice/util/home.h"
 #include "subcommand.h"
 
 namespace dice::app {
 namespace {
 
 struct TokenizeArgs {
-  std::string tokenizer_dir = std::string(DICE_SOURCE_DIR) + "/data/qwen3";
+  std::string tokenizer_dir = util::home_dir() + "/data/qwen3";
   std::string text;
   std::string file;
   bool decode = false;

@@ -7,6 +7,7 @@
 
 #include "dice/util/cleanup.h"
 #include "dice/util/error.h"
+#include "dice/util/home.h"
 #include "dice/util/log.h"
 #include "subcommand.h"
 
@@ -58,7 +59,8 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // tables and reports reach a log line by line
   CLI::App app{"dice: RL for diffusion language models that write CUDA kernels"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", dice::app::version_text());
+  app.set_version_flag("--version", std::string(dice::app::version_text()) + "\nharness, configs, tools: " +
+                                        dice::util::home_dir() + " (" + dice::util::home_origin() + ")");
   app.footer("Every command also takes --log-level debug|info|warn|error (default info).");
   auto subs = dice::app::subcommands();
   std::sort(subs.begin(), subs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });

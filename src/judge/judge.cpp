@@ -23,13 +23,11 @@
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/hash.h"
+#include "dice/util/home.h"
 #include "dice/util/log.h"
 #include "dice/util/subprocess.h"
 #include "dice/util/timer.h"
 
-#ifndef DICE_SOURCE_DIR
-#define DICE_SOURCE_DIR "."
-#endif
 #ifndef DICE_PYTHON
 #define DICE_PYTHON "python3"
 #endif
@@ -58,7 +56,7 @@ std::string default_python() {
   return DICE_PYTHON;
 }
 
-std::string default_harness_dir() { return std::string(DICE_SOURCE_DIR) + "/src/judge/python"; }
+std::string default_harness_dir() { return util::home_dir() + "/src/judge/python"; }
 
 int ranks_on_this_node() {
   for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {

@@ -23,6 +23,7 @@
 #include "dice/train/sample_store.h"
 #include "dice/config/config.h"
 #include "dice/util/hash.h"
+#include "dice/util/home.h"
 #include "dice/util/run_dir.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
@@ -49,15 +50,7 @@ void EvalConfig::validate() const {
   for (int k : pass_k) DICE_REQUIRE(k >= 1, "eval.pass_k values must be >= 1, got ", k);
 }
 
-std::string project_root() {
-  const char* home = std::getenv("DICE_HOME");
-  if (home && *home) return home;
-#ifdef DICE_SOURCE_DIR
-  return DICE_SOURCE_DIR;
-#else
-  return ".";
-#endif
-}
+std::string project_root() { return util::home_dir(); }
 
 
 std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg) {

@@ -78,7 +78,7 @@ struct EvalResult {
 EvalResult run_eval(const EvalConfig& cfg, const dist::World& world,
                     run_dir::OnMismatch on_mismatch = run_dir::OnMismatch::kRefuse);
 
-// Where configs/ and tools/ live: $DICE_HOME, else the source tree the binary was built from.
+// Where configs/ and tools/ live: util::home_dir() ($DICE_HOME, the install prefix, the source tree).
 std::string project_root();
 // The tasks an eval config names (--tasks or --kernelbench, filtered by levels).
 std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg);
