@@ -11,4 +11,5 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
 fi
 cmake --build "$build" -j "$(nproc)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export DICE_STRICT_METRICS=1  # a metrics field that is not in metric_fields.h fails the run (a misspelt name)
 cd "$build" && ctest --output-on-failure -j "$(nproc)" "$@"

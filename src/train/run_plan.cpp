@@ -7,15 +7,18 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "dice/ckpt/checkpoint.h"
+#include "dice/train/metric_fields.h"
 #include "dice/train/rl_config.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
+#include "dice/util/log.h"
 #include "dice/util/timer.h"
 
 namespace dice::train {
@@ -91,6 +94,8 @@ double keep_metrics_through(const std::string& path, int64_t step) {
 }
 
 void MetricsLog::open(const std::string& run_dir, int64_t resume_step) {
+  const char* strict = std::getenv("DICE_STRICT_METRICS");
+  strict_ = strict && *strict && std::string(strict) != "0";
   path_ = run_dir + "/metrics.jsonl";
   elapsed_before_ = keep_metrics_through(path_, resume_step);
   start_s_ = now_s();
@@ -121,6 +126,13 @@ void MetricsLog::write(nlohmann::json& rec) {
                                            .count()) / 1e3;
   rec["time"] = t;
   rec["elapsed_s"] = std::round((elapsed_before_ + now_s() - start_s_) * 1e3) / 1e3;
+  for (auto it = rec.begin(); it != rec.end(); ++it) {
+    const std::string& key = it.key();
+    if (is_metric_field(key)) continue;
+    if (strict_) check_metric_fields({key});  // throws, naming it
+    if (unknown_.insert(key).second)
+      log::warn("metrics: '", key, "' is not a metrics field (include/dice/train/metric_fields.h); written anyway");
+  }
   append_line(path_, rec.dump());
   std::vector<std::pair<std::string, double>> values;
   scalar_fields(rec, "", values);

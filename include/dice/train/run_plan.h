@@ -5,6 +5,7 @@
 // examples) must match on resume, and a resume is refused when the recorded config.yaml differs
 // in a key for which `affects_results` is true.
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -51,7 +52,9 @@ class MetricsLog {
   void open(const std::string& run_dir, int64_t resume_step);
   bool is_open() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
-  // rec needs "step"; `time` and `elapsed_s` are added to it.
+  // rec needs "step"; `time` and `elapsed_s` are added to it. Its fields must be metrics fields
+  // (metric_fields.h): another name is a dice::Error with DICE_STRICT_METRICS=1 (as the tests run),
+  // else a warning, once per name, and written all the same.
   void write(nlohmann::json& rec);
 
  private:
@@ -59,6 +62,8 @@ class MetricsLog {
   double start_s_ = 0;         // steady clock at open()
   double elapsed_before_ = 0;  // the kept records' last elapsed_s
   tb::EventWriter events_;
+  bool strict_ = false;
+  std::set<std::string> unknown_;  // names warned about
 };
 
 }  // namespace dice::train
