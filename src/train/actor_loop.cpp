@@ -15,6 +15,7 @@
 #include "dice/text/prompt.h"
 #include "dice/train/eval_runner.h"
 #include "dice/util/fs.h"
+#include "dice/util/home.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
 
@@ -24,9 +25,7 @@ StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok) {
   StageData st;
   st.cfg = cfg;
   // A relative path that is not there is looked up in the project tree (configs/tasks/...).
-  for (auto* path : {&st.cfg.tasks, &st.cfg.prompt_template})
-    if (!path->empty() && (*path)[0] != '/' && !fs::exists(*path) && fs::exists(project_root() + "/" + *path))
-      *path = project_root() + "/" + *path;
+  for (auto* path : {&st.cfg.tasks, &st.cfg.prompt_template}) *path = util::in_home(*path);
   st.tasks = judge::load_tasks(st.cfg.tasks);
   DICE_REQUIRE(!st.tasks.empty(), "stage '", cfg.name, "': the task file ", cfg.tasks, " holds no tasks.");
   const bool infill = cfg.kind == "infill";

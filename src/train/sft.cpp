@@ -29,6 +29,7 @@
 #include "dice/train/run_plan.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
+#include "dice/util/home.h"
 #include "dice/util/hash.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
@@ -79,12 +80,6 @@ bool sft_key_affects_results(const std::string& k) {
 // ---- data ----
 
 namespace {
-
-std::string resolve_in_project(const std::string& path) {
-  if (!path.empty() && path[0] != '/' && !fs::exists(path) && fs::exists(project_root() + "/" + path))
-    return project_root() + "/" + path;
-  return path;
-}
 
 std::string string_field(const json& rec, const char* key, const std::string& where, bool required) {
   if (!rec.contains(key)) {
@@ -153,7 +148,7 @@ std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::st
     const auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
     const std::string tpl = cfg.prompt_template.empty()
                                 ? project_root() + "/" + text::default_prompt_template(text::PromptKind::kEndToEnd, dev)
-                                : resolve_in_project(cfg.prompt_template);
+                                : util::in_home(cfg.prompt_template);
     auto it = templates.find(tpl);
     if (it == templates.end()) it = templates.emplace(tpl, text::load_prompt_template(tpl)).first;
     std::string sol = t.solution;
@@ -168,7 +163,7 @@ std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::st
 }  // namespace
 
 std::vector<SftText> read_sft_texts(const SftDataConfig& cfg) {
-  const std::string path = resolve_in_project(cfg.path);
+  const std::string path = util::in_home(cfg.path);
   DICE_REQUIRE(fs::exists(path), "data.path ", cfg.path, " does not exist.");
   std::string format = cfg.format;
   if (format == "auto") {  // tasks when the first record is a task (has `reference`)
