@@ -193,7 +193,7 @@ def _read_into(fh, dtype, shape, nbytes, device):
             if not n:
                 return None
             got += n
-        return t.to(device) if torch.device(device).type != "cpu" else t
+        return t
     dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
     stage, view = _staging()
     got = 0
