@@ -356,7 +356,7 @@ struct Executor::Pass {
 };
 
 Executor::Executor(ExecutorSettings s, int slot) : s_(std::move(s)), slot_(slot) {
-  xchg_ = str(s_.scratch_root, "/xchg", slot_);
+  xchg_ = str(s_.exchange_root.empty() ? s_.scratch_root : s_.exchange_root, "/xchg", slot_);
   fs::remove_tree(xchg_);
   make_cache_dir(xchg_);  // 0755, owned by the judge: a candidate can write only its out file here
 }

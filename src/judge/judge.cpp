@@ -3,7 +3,9 @@
 
 #include "dice/judge/doctor.h"
 
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,6 +113,49 @@ std::string op_list(const nlohmann::json& counts) {
   return s.empty() ? "none" : s;
 }
 
+// Room an executor slot's tensor files may take: the task's inputs (in.bin), one candidate output and
+// the reference's (a built-in CUDA task moves 1 GiB in and 0.5 GiB out per call).
+constexpr uint64_t kExchangeBytesPerSlot = 3ull << 30;
+
+// Why /dev/shm cannot hold the executors' tensor files ("" = it can).
+std::string shm_unfit(int executors, const SandboxConfig& sandbox) {
+  struct statfs sf;
+  if (statfs("/dev/shm", &sf) != 0) return "no /dev/shm";
+  if (sf.f_type != TMPFS_MAGIC) return "/dev/shm is not a tmpfs";
+  const uint64_t free = static_cast<uint64_t>(sf.f_bavail) * sf.f_bsize;
+  const uint64_t need = kExchangeBytesPerSlot * static_cast<uint64_t>(executors);
+  if (free < need)
+    return str("/dev/shm has ", free >> 20, " MiB free, ", need >> 20, " MiB wanted for ", executors, " slot(s)");
+  // A private /dev on the root file system is a bind of /dev alone: /dev/shm is not in the sandbox.
+  struct stat dev, root;
+  if (sandbox.enabled && sandbox.private_dev && stat("/dev", &dev) == 0 && stat("/", &root) == 0 &&
+      dev.st_dev == root.st_dev)
+    return "sandboxed processes would not see /dev/shm (a private /dev on the root file system)";
+  if (access("/dev/shm", W_OK | X_OK) != 0) return "/dev/shm is not writable";
+  return "";
+}
+
+// The executors exchange GiBs of tensors per call with the reference through files. On a disk the
+// kernel writes them back although each lives seconds: on the GPU node 8 slots wrote 1.5 GB/s and
+// waited on it (40 % iowait). In a tmpfs they are memory. Returns the directory made ("" = the
+// slots' own directories under scratch_root).
+std::string make_exchange_root(const std::string& setting, int executors, const SandboxConfig& sandbox) {
+  std::string base = setting;
+  if (setting == "scratch") return "";
+  if (setting == "auto") {
+    const std::string why = shm_unfit(executors, sandbox);
+    if (!why.empty()) {
+      log::info("judge: tensor files under scratch_root (", why, ")");
+      return "";
+    }
+    base = "/dev/shm";
+  }
+  std::string dir = fs::make_temp_dir("dice_xchg_", base);
+  chmod(dir.c_str(), 0755);  // the sandbox uids read inputs there and write their own output file
+  log::info("judge: tensor files in ", dir, setting == "auto" ? " (tmpfs)" : "");
+  return dir;
+}
+
 // The run-time own-kernel rules (judge.own_kernel, judge.library_ops) on the op record of all calls.
 void apply_kernel_rules(const JudgeConfig& cfg, const Task& task, bool cuda, const nlohmann::json& ev, Verdict& v) {
   auto finding = [&](const std::string& mode, const char* check, const std::string& detail) {
@@ -155,6 +200,8 @@ struct Judge::Impl {
   std::mt19937_64 rng;
   std::string owned_scratch;  // removed on destruction when the judge made it
   std::unique_ptr<cleanup::ScratchGuard> scratch_guard;  // ... and on SIGINT / SIGTERM / SIGHUP
+  std::string exchange_root;  // the executors' tensor files ("" = under scratch_root); made and removed here
+  std::unique_ptr<cleanup::ScratchGuard> exchange_guard;
   std::shared_ptr<PhaseTotals> phases = std::make_shared<PhaseTotals>();  // compile and execution
 };
 
@@ -275,6 +322,17 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
       log::warn("judge: the sandbox does not hold on this machine (`dice doctor --set device=cuda` shows where)");
     log::info("judge: CUDA executors: ", describe_sandbox(exec_sandbox, impl_->uid_base));
   }
+  impl_->exchange_root = make_exchange_root(cfg_.exchange_dir, cfg_.executors, exec_sandbox);
+  if (!impl_->exchange_root.empty()) {
+    impl_->exchange_guard = std::make_unique<cleanup::ScratchGuard>(impl_->exchange_root);
+    if (impl_->uid_base >= 0 && !readable_by_others(impl_->exchange_root)) {
+      log::warn("judge: ", impl_->exchange_root, " is not reachable by other users; tensor files go under ",
+                cfg_.scratch_root, " instead");
+      remove_tree(impl_->exchange_root);
+      impl_->exchange_guard.reset();
+      impl_->exchange_root.clear();
+    }
+  }
   // Slots on one GPU take turns for timed calls (a timed call never overlaps other GPU work).
   auto gate = impl_->cuda && cfg_.executors > 1 ? std::make_shared<GpuGate>() : nullptr;
   for (int i = 0; i < cfg_.executors; ++i) {
@@ -283,6 +341,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     es.python = cfg_.python;
     es.harness_dir = cfg_.harness_dir;
     es.scratch_root = cfg_.scratch_root;
+    es.exchange_root = impl_->exchange_root;
     es.cache_root = cfg_.cache_root;
     es.cuda = impl_->cuda;
     es.plausible_speedup = cfg_.plausible_speedup;
@@ -310,6 +369,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
 Judge::~Judge() {
   impl_->pool.reset();
   impl_->executors.clear();
+  if (!impl_->exchange_root.empty()) remove_tree(impl_->exchange_root);
   if (!impl_->owned_scratch.empty()) remove_tree(impl_->owned_scratch);
 }
 

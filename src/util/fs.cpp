@@ -117,9 +117,9 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string make_temp_dir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = str(base && *base ? base : "/tmp", "/", prefix, "XXXXXX");
+std::string make_temp_dir(const std::string& prefix, const std::string& base) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = str(!base.empty() ? base : tmp && *tmp ? tmp : "/tmp", "/", prefix, "XXXXXX");
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   DICE_REQUIRE(mkdtemp(buf.data()) != nullptr, "cannot create a temporary directory from '", templ,

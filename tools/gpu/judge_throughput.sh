@@ -4,7 +4,9 @@
 # and the same candidates judged by another commit's `dice judge` (the "before"), cold.
 #
 # usage (repo root):  OUT=/path [STEPS="build after before"] [VARIANTS=1] [N_TASKS=24] [SETS="k=v ..."]
-#                     [BEFORE=dir] tools/gpu/judge_throughput.sh
+#                     [BEFORE=dir] [CACHE=dir] tools/gpu/judge_throughput.sh
+#   CACHE   the build cache of the after step (default: a fresh one; name an existing one to judge
+#           execution alone, e.g. a second run with SETS="executors=8" BENCH_ARGS="--warm false")
 #   build   builds this tree (build-gpu/) and, with BEFORE=dir (a source tree, e.g.
 #           `git archive 9300025 | tar -x -C dir`), that one too, both at once; copies the binaries to
 #           $OUT/dice and $OUT/dice_before (carry them into a later call as .gpu/dice, .gpu/dice_before)
@@ -54,7 +56,7 @@ cpu_report() {  # label, "busy total" at the start, candidates
 }
 
 if has after; then
-  cache=$(mktemp -d /tmp/dice-throughput-cache.XXXXXX); chmod 755 "$cache"
+  cache=${CACHE:-$(mktemp -d /tmp/dice-throughput-cache.XXXXXX)}; mkdir -p "$cache"; chmod 755 "$cache"
   vmstat -n 5 > "$OUT/vmstat_after.txt" 2>&1 & vm=$!
   c0=$(cpu_now)
   timeout "$limit" stdbuf -oL -eL "$dice" bench judge --n-tasks "${N_TASKS:-24}" --variants "${VARIANTS:-1}" "${sets[@]}" \

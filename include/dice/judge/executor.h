@@ -51,6 +51,7 @@ struct ExecutorSettings {
   std::string python;
   std::string harness_dir;
   std::string scratch_root;
+  std::string exchange_root;  // where the slot's exchange directory goes ("" = scratch_root)
   std::string cache_root;
   bool cuda = false;
   double start_timeout_s = 120;  // interpreter + torch import

@@ -28,6 +28,7 @@ struct JudgeConfig {
   std::string harness_dir = "";       // "" = <source dir>/src/judge/python
   std::string scratch_root = "";      // "" = a fresh temp dir
   std::string cache_root = "";        // "" = <scratch_root>/cache (set it to keep builds across runs)
+  std::string exchange_dir = "auto";  // auto | scratch | DIR: where executors and the reference exchange tensors
   std::string device = "auto";        // auto | cpu | cuda: which tasks this judge serves
   int compile_workers = 0;            // 0 = auto: the CPUs this rank may use, less the executors (>= 2)
   int executors = 0;                  // 0 = auto: a quarter of those CPUs, at most 4 per GPU (>= 1)
@@ -63,6 +64,10 @@ struct JudgeConfig {
     v("harness_dir", harness_dir, "directory of compile.py / runner.py / reference.py");
     v("scratch_root", scratch_root, "where scratch dirs are made");
     v("cache_root", cache_root, "content-addressed build cache");
+    v("exchange_dir", exchange_dir, "where each executor slot's tensor files go (inputs, outputs: GiBs per call "
+                                    "on large tasks): auto = a fresh directory in /dev/shm when it is a tmpfs with "
+                                    "room for every slot and sandboxes see it, else under scratch_root; scratch; "
+                                    "or a directory");
     v.choice("device", device, {"auto", "cpu", "cuda"}, "device the candidates run on");
     v("compile_workers", compile_workers, "parallel builds (0 = auto from the CPUs this rank may use)");
     v("executors", executors, "executor slots, each a reference process and fresh candidate processes "

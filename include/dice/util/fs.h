@@ -18,7 +18,7 @@ void write_file_atomic(const std::string& path, const std::string& data);
 void replace_dir(const std::string& staged, const std::string& target);
 void fsync_path(const std::string& path);  // a file or a folder; errors ignored
 bool exists(const std::string& path);
-std::string make_temp_dir(const std::string& prefix);  // under $TMPDIR or /tmp
+std::string make_temp_dir(const std::string& prefix, const std::string& base = "");  // under base, else $TMPDIR or /tmp
 
 // Removes path and everything below it (symlinks are removed, never followed; unreadable
 // directories are opened up first). True when nothing is left. Use this, not
