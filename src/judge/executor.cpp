@@ -362,7 +362,7 @@ Executor::Executor(ExecutorSettings s, int slot) : s_(std::move(s)), slot_(slot)
 }
 
 Executor::~Executor() {
-  spare_.reset();
+  spares_.clear();
   ref_.reset();
   fs::remove_tree(xchg_);
 }
@@ -390,10 +390,12 @@ void Executor::ensure_reference() {
   throw Error(str("the reference process (", s_.python, " ", s_.harness_dir, "/reference.py) did not start: ", why));
 }
 
-void Executor::start_spare() {
-  ++started_;
-  spare_ = std::make_unique<Candidate>(s_, str(s_.scratch_root, "/exec", slot_, "_", started_),
-                                       str(xchg_, "/out", started_, ".bin"));
+void Executor::start_spares() {
+  while (static_cast<int>(spares_.size()) < std::max(1, s_.spares)) {
+    ++started_;
+    spares_.push_back(std::make_unique<Candidate>(s_, str(s_.scratch_root, "/exec", slot_, "_", started_),
+                                                  str(xchg_, "/out", started_, ".bin")));
+  }
 }
 
 std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
@@ -402,8 +404,9 @@ std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
   // process is tried before the evaluation becomes a judge_error.
   std::string err;
   for (int attempt = 1;; ++attempt) {
-    if (!spare_) start_spare();
-    auto c = std::move(spare_);
+    start_spares();
+    auto c = std::move(spares_.front());
+    spares_.pop_front();
     if (c->wait_ready(s_.start_timeout_s, err)) return c;
     if (attempt == 3) break;
     log::warn("judge: a candidate process did not start (", err, "); starting another");
@@ -493,7 +496,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
   ensure_reference();
   std::unique_ptr<Candidate> cand = take_candidate();
   lap("execute: waiting for a ready candidate process");
-  start_spare();  // the next evaluation's process imports torch while this one runs
+  start_spares();  // the next evaluations' processes import torch while this one runs
   double deadline_s = now_s() + limit_s + s_.start_timeout_s;  // set again once the candidate is ready
   auto left = [&] { return std::max(0.1, deadline_s - now_s()); };
   auto reference = [&](nlohmann::json msg, nlohmann::json& reply) {

@@ -41,6 +41,7 @@ namespace stdfs = std::filesystem;
 void JudgeConfig::validate() const {
   DICE_REQUIRE(compile_workers >= 0, "judge.compile_workers must be >= 0 (0 = auto), got ", compile_workers);
   DICE_REQUIRE(executors >= 0, "judge.executors must be >= 0 (0 = auto), got ", executors);
+  DICE_REQUIRE(spares >= 0, "judge.spares must be >= 0 (0 = auto), got ", spares);
   DICE_REQUIRE(trials >= 1, "judge.trials must be >= 1, got ", trials);
   DICE_REQUIRE(compile_timeout_s > 0 && exec_timeout_s > 0, "judge timeouts must be positive");
   DICE_REQUIRE(iters >= 1 && warmup >= 0, "judge.iters must be >= 1 and judge.warmup >= 0");
@@ -230,21 +231,27 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   DICE_REQUIRE(!(impl_->cuda && !cuda_available), "judge.device is cuda but torch in ", cfg_.python,
                " sees no GPU");
   {
-    // Workers and executors from the CPUs this rank may use (the node's, shared by its ranks): builds
-    // take most of them; each executor slot keeps a reference process and a warm candidate process.
+    // Workers and executors from the CPUs this rank may use (the node's, shared by its ranks). On a GPU
+    // an evaluation mostly waits (on the GPU, on its partner process), so half of them are executors;
+    // on CPUs a candidate computes on a core itself, and builds take most of them.
     const int ranks = ranks_on_this_node();
     const int cpus = std::max(1, proc::cpus_online() / ranks);
     std::string chosen;
     if (cfg_.executors == 0) {
-      cfg_.executors = std::clamp(cpus / 4, 1, impl_->cuda ? 4 : 64);
+      cfg_.executors = impl_->cuda ? std::clamp(cpus / 2, 1, 8) : std::clamp(cpus / 4, 1, 64);
       chosen += " executors";
     }
     if (cfg_.compile_workers == 0) {
       cfg_.compile_workers = std::max(2, cpus - cfg_.executors);
       chosen += " compile_workers";
     }
+    if (cfg_.spares == 0) {
+      cfg_.spares = impl_->cuda ? 2 : 1;
+      chosen += " spares";
+    }
     log::info("judge: ", cfg_.compile_workers, " compile workers, ", cfg_.executors, " executor slot(s)",
-              impl_->cuda ? " on one GPU (timed calls one at a time)" : "", "; ", cpus, " CPUs for this rank",
+              impl_->cuda ? " on one GPU (timed calls one at a time)" : "", ", ", cfg_.spares,
+              " candidate process(es) started ahead per slot; ", cpus, " CPUs for this rank",
               ranks > 1 ? str(" (", proc::cpus_online(), " on the node, ", ranks, " ranks)") : std::string(),
               chosen.empty() ? std::string() : "; chosen automatically:" + chosen);
   }
@@ -344,6 +351,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     es.exchange_root = impl_->exchange_root;
     es.cache_root = cfg_.cache_root;
     es.cuda = impl_->cuda;
+    es.spares = cfg_.spares;
     es.plausible_speedup = cfg_.plausible_speedup;
     es.sandbox = exec_sandbox;
     es.phases = impl_->phases;

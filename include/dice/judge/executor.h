@@ -16,6 +16,7 @@
 // (calibrated by the reference, timed by the same code on inputs of the same sizes); a speedup above
 // `plausible_speedup` is measured again in a fresh process and flagged.
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,6 +55,9 @@ struct ExecutorSettings {
   std::string exchange_root;  // where the slot's exchange directory goes ("" = scratch_root)
   std::string cache_root;
   bool cuda = false;
+  // Candidate processes kept starting ahead (each imports torch and, on a GPU, makes its CUDA context
+  // while earlier evaluations run): as many as an evaluation is shorter than a process start.
+  int spares = 1;
   double start_timeout_s = 120;  // interpreter + torch import
   double plausible_speedup = 10;  // above: measured again in a fresh process, flagged
   // A call past its time limit is a timeout only once the candidate itself used that much CPU time,
@@ -84,7 +88,7 @@ class Executor {
   ExecOutcome run(const nlohmann::json& request, double timeout_s);
   // Candidate processes that ended abnormally (crash, timeout, violation) so far.
   int restarts() const { return restarts_; }
-  // Candidate processes started so far (one per evaluation, plus the warm spare).
+  // Candidate processes started so far (one per evaluation, plus the warm spares).
   int processes_started() const { return started_; }
 
   class Candidate;  // one sandboxed runner process (executor.cpp)
@@ -92,7 +96,7 @@ class Executor {
  private:
   struct Pass;
   std::unique_ptr<Candidate> take_candidate();
-  void start_spare();
+  void start_spares();
   void ensure_reference();
   bool evaluate(const nlohmann::json& req, const std::vector<uint64_t>& seeds, size_t timed_from, Pass& pass,
                 ExecOutcome& out, double deadline_s);
@@ -101,7 +105,7 @@ class Executor {
   int slot_;
   std::string xchg_;  // exchange directory: init.bin and in.bin (reference writes), out.bin (candidate)
   std::unique_ptr<proc::Subprocess> ref_;
-  std::unique_ptr<Candidate> spare_;
+  std::deque<std::unique_ptr<Candidate>> spares_;  // started ahead, oldest first
   int restarts_ = 0;
   int started_ = 0;
 };

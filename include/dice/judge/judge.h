@@ -31,7 +31,8 @@ struct JudgeConfig {
   std::string exchange_dir = "auto";  // auto | scratch | DIR: where executors and the reference exchange tensors
   std::string device = "auto";        // auto | cpu | cuda: which tasks this judge serves
   int compile_workers = 0;            // 0 = auto: the CPUs this rank may use, less the executors (>= 2)
-  int executors = 0;                  // 0 = auto: a quarter of those CPUs, at most 4 per GPU (>= 1)
+  int executors = 0;                  // 0 = auto: on a GPU half those CPUs, at most 8; on CPUs a quarter (>= 1)
+  int spares = 0;                     // 0 = auto: candidate processes started ahead per slot (2 on a GPU, 1 on CPUs)
   double compile_timeout_s = 300;
   double exec_timeout_s = 60;
   int trials = 3;                     // correctness trials, each with a fresh hidden seed
@@ -72,6 +73,8 @@ struct JudgeConfig {
     v("compile_workers", compile_workers, "parallel builds (0 = auto from the CPUs this rank may use)");
     v("executors", executors, "executor slots, each a reference process and fresh candidate processes "
                               "(0 = auto; on a GPU their timed calls never overlap)");
+    v("spares", spares, "candidate processes each executor slot keeps starting ahead of the evaluations "
+                        "(import torch, CUDA context): 0 = auto (2 on a GPU, 1 on CPUs)");
     v("compile_timeout_s", compile_timeout_s, "wall limit per build");
     v("exec_timeout_s", exec_timeout_s, "wall limit per evaluation");
     v("trials", trials, "correctness trials with fresh seeds");
