@@ -336,7 +336,8 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   auto opts = python_options(s_.sandbox, {s_.harness_dir + "/compile.py"}, scratch.path(), uid);
   CompileResult r;
   proc::Subprocess p(opts);
-  p.write_stdin(nlohmann::json{{"candidate", path}, {"cache_root", s_.cache_root}}.dump() + "\n");
+  p.write_stdin(
+      nlohmann::json{{"candidate", path}, {"cache_root", s_.cache_root}, {"stand_in", s_.stand_in_torch}}.dump() + "\n");
   // One limit for the candidate's module code and every build it asks for together.
   const double deadline = now_s() + s_.timeout_s;
   double build_wait_s = 0;  // this job's share of `t`: waiting for builds; the rest is the compile step's
@@ -401,7 +402,10 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
   r.seconds = t.elapsed_s();
   if (s_.phases) {
     s_.phases->add("compile: builds (waited for)", build_wait_s);
-    s_.phases->add("compile: compile step (candidate module, import torch)", r.seconds - build_wait_s);
+    const bool stand_in = status.is_object() && status.value("torch", "") == "stand-in";
+    s_.phases->add(stand_in ? "compile: compile step (candidate module, stand-in torch)"
+                            : "compile: compile step (candidate module, import torch)",
+                   r.seconds - build_wait_s);
   }
   return r;
 }

@@ -290,6 +290,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   // A PCH pays off across runs and long runs; a private cache is deleted with this judge.
   cs.precompiled_header = cfg_.precompiled_header && !private_cache;
   cs.fast_build = cfg_.fast_build;
+  cs.stand_in_torch = cfg_.stand_in_torch;
   cs.extra_cflags = cfg_.extra_cflags;
   cs.extra_cuda_cflags = cfg_.extra_cuda_cflags;
   cs.max_jobs = cfg_.max_jobs;

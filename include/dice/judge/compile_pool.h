@@ -54,6 +54,7 @@ struct CompileSettings {
   // Build through fastbuild.py when the PCH directory holds its recipe: no torch import, no ninja,
   // a .cu's device code without the torch headers; what it does not understand is built as written.
   bool fast_build = true;
+  bool stand_in_torch = true;  // compile step: the candidate's module first under stubtorch.py
   std::shared_ptr<PhaseTotals> phases;  // seconds per phase of a compile job, summed (null: not kept)
 };
 

@@ -48,6 +48,7 @@ struct JudgeConfig {
   bool light_cuda = false;            // .cu files: first without their own torch/extension.h (nvcc has no PCH)
   bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
                                       // (ext.py); only with a cache_root that outlives the judge
+  bool stand_in_torch = true;         // compile step: the module first runs under a stand-in for torch
   bool fast_build = true;             // fastbuild.py (needs the PCH): no torch import or ninja per build,
                                       // a .cu's device code built without the torch headers
   std::vector<std::string> extra_cflags;
@@ -92,6 +93,9 @@ struct JudgeConfig {
     v("light_headers", light_headers, "without a precompiled header: try lighter torch headers first");
     v("light_cuda", light_cuda, "compile .cu files first without their torch/extension.h include, then as written");
     v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");
+    v("stand_in_torch", stand_in_torch, "compile step: run the candidate's module under a stand-in for torch "
+                                        "first (no `import torch`); a module that needs more of torch runs again "
+                                        "with the real one");
     v("fast_build", fast_build, "build with fastbuild.py when the precompiled header is ready (falls back to "
                                 "the plain load_inline build for what it does not understand)");
     v("extra_cflags", extra_cflags, "judge-added C++ flags (part of the cache key)");

@@ -8,7 +8,12 @@ builds and cannot write the cache) and answers one JSON line on stdin,
   {"status": "ok", "key": ..., "cache_hit": bool, "seconds": float} or {"status": ..., "log": str};
 the module is then imported from <cache_root>/<key>/.
 Result: one JSON line on fd 3 (stdout/stderr are the candidate's):
-  {"status": "ok" | "compile_error" | "load_error" | "resource_limit", "calls": [...], "log": str}
+  {"status": "ok" | "compile_error" | "load_error" | "resource_limit", "calls": [...], "log": str,
+   "torch": "stand-in" | "real", "escaped": why the stand-in was not enough}
+
+The module runs first under a stand-in for torch (stubtorch.py: no `import torch`, about 3 s of CPU
+less per candidate); a module that needs more of torch than the stand-in serves runs again with the
+real torch, from the start.
 """
 import json
 import os
@@ -18,6 +23,9 @@ import traceback
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+
+import stubtorch  # noqa: E402
+from extflags import BuildError  # noqa: E402
 
 result_fd = os.fdopen(3, "w", buffering=1)
 HARNESS_PID = os.getpid()
@@ -50,27 +58,18 @@ def read_line():
     return json.loads(line)
 
 
-def main():
-    os.nice(10)  # batch work, like the builds: the executors' processes go first
-    req = read_line()
-    import torch  # noqa: F401  (import before the candidate so its failures are not ours)
-    import ext
-
-    def request_build(digest, norm):
-        emit({"event": "build", "digest": digest, "request": norm})
-        return read_line()
-
-    ext.install(ext.Settings(dict(req, mode="capture")), request_build)
-    with open(req["candidate"]) as fh:
-        code = fh.read()
+def run_module(path, code, calls, failures):
+    """Runs the candidate's module once: (status, log)."""
     module = type(sys)("dice_candidate")
-    module.__file__ = req["candidate"]
+    module.__file__ = path
     try:
-        exec(compile(code, req["candidate"], "exec"), module.__dict__)
+        exec(compile(code, path, "exec"), module.__dict__)
         status, log = "ok", ""
-        if not ext.calls:
+        if not calls:
             status, log = "ok", "candidate made no load_inline call"
-    except ext.BuildError as e:
+    except stubtorch.Escape:
+        raise
+    except BuildError as e:
         status, log = "compile_error", e.log
     except MemoryError:
         status, log = "resource_limit", traceback.format_exc()
@@ -79,9 +78,39 @@ def main():
         log = traceback.format_exc()
     except BaseException:  # noqa: BLE001 -- anything the candidate raises is its failure
         status, log = "load_error", traceback.format_exc()
-    if ext.failures and status != "compile_error":  # a build failed but the candidate swallowed it
-        status, log = "compile_error", ext.failures[-1]
-    emit({"status": status, "calls": ext.calls, "log": tail(log)})
+    if failures and status != "compile_error":  # a build failed but the candidate swallowed it
+        status, log = "compile_error", failures[-1]
+    return status, log
+
+
+def main():
+    os.nice(10)  # batch work, like the builds: the executors' processes go first
+    req = read_line()
+    with open(req["candidate"]) as fh:
+        code = fh.read()
+
+    def request_build(digest, norm):
+        emit({"event": "build", "digest": digest, "request": norm})
+        return read_line()
+
+    if req.get("stand_in", True):
+        stubtorch.install(request_build, req["cache_root"])
+        try:
+            status, log = run_module(req["candidate"], code, stubtorch.calls, stubtorch.failures)
+        except stubtorch.Escape:
+            if not stubtorch.escaped:  # raised by the module itself
+                stubtorch.escaped.append("the module raised the stand-in's escape")
+        if not stubtorch.escaped:
+            emit({"status": status, "calls": stubtorch.calls, "log": tail(log), "torch": "stand-in"})
+            return
+        stubtorch.uninstall()
+    import torch  # noqa: F401  (import before the candidate so its failures are not ours)
+    import ext
+
+    ext.install(ext.Settings(dict(req, mode="capture")), request_build)
+    status, log = run_module(req["candidate"], code, ext.calls, ext.failures)
+    emit({"status": status, "calls": ext.calls, "log": tail(log), "torch": "real",
+          "escaped": stubtorch.escaped[0] if stubtorch.escaped else ""})
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-from extflags import forbidden_flag, normalize, pybind_main  # noqa: F401 (re-exported)
+from extflags import BuildError, digest_of, forbidden_flag, normalize, pybind_main  # noqa: F401 (re-exported)
 
 PCH_RECIPE = "dice-pch-6"
 PCH_HEADER = "dice_full.h"
@@ -82,16 +82,6 @@ calls = []          # one record per load_inline call: digest, key, name, so, ca
 
 class ExtensionNotBuilt(RuntimeError):
     pass
-
-
-class BuildError(RuntimeError):
-    def __init__(self, log):
-        super().__init__("extension build failed")
-        self.log = log
-
-
-def digest_of(norm):
-    return hashlib.sha256(json.dumps(norm, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Settings:

@@ -3,8 +3,23 @@
 normalize(kwargs) -> the normalised call (the bytes a build's cache key is computed from);
 forbidden_flag(norm) -> the first compiler/linker flag that is not allowed, or None.
 pybind_main(norm, header) -> the text of load_inline's main.cpp (with `header` first).
+digest_of(norm) -> SHA-256 of the normalised call (names a call inside one candidate).
 """
+import hashlib
+import json
 import re
+
+
+class BuildError(RuntimeError):
+    """A build the judge was asked for failed (raised from load_inline in the compile step)."""
+
+    def __init__(self, log):
+        super().__init__("extension build failed")
+        self.log = log
+
+
+def digest_of(norm):
+    return hashlib.sha256(json.dumps(norm, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _as_list(x):
