@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -128,16 +130,90 @@ proc::SpawnOptions CompilePool::python_options(const SandboxConfig& sandbox, con
   return opts;
 }
 
+std::string source_for_key(const std::string& src) {
+  if (src.find("R\"") != std::string::npos || src.find("??") != std::string::npos) return src;
+  // In `#include <...>` a "//" or "/*" is part of the header's name, not a comment.
+  for (size_t at = src.find("include"); at != std::string::npos; at = src.find("include", at + 7)) {
+    const size_t bol = src.rfind('\n', at) == std::string::npos ? 0 : src.rfind('\n', at) + 1;
+    const size_t eol = std::min(src.find('\n', at), src.size());
+    const std::string line = src.substr(bol, eol - bol);
+    if (line.find('#') != std::string::npos && line.find('<') != std::string::npos &&
+        (line.find("//") != std::string::npos || line.find("/*") != std::string::npos))
+      return src;
+  }
+  std::string out;
+  out.reserve(src.size());
+  const size_t n = src.size();
+  auto blank = [](char c) { return c == ' ' || c == '\t'; };
+  bool pending = false;  // a run of blanks and comments: one space between tokens, none at a line's ends
+  auto space = [&] { pending = true; };
+  auto emit = [&](char c) {
+    if (pending && c != '\n' && !out.empty() && out.back() != '\n') out.push_back(' ');
+    pending = false;
+    out.push_back(c);
+  };
+  for (size_t i = 0; i < n;) {
+    const char c = src[i];
+    if (blank(c)) {
+      if (i > 0 && src[i - 1] == '\\') {  // "\ " then a newline: a continuation to some compilers only
+        size_t j = i;
+        while (j < n && blank(src[j])) ++j;
+        if (j < n && src[j] == '\n') return src;
+      }
+      space();
+      ++i;
+    } else if (c == '/' && i + 1 < n && src[i + 1] == '/') {  // to the end of the line; a \-newline continues it
+      size_t j = i + 2;
+      std::string newlines;
+      while (j < n && src[j] != '\n') {
+        if (src[j] == '\\' && j + 1 < n && src[j + 1] == '\n') {
+          newlines.push_back('\n');
+          j += 2;
+          continue;
+        }
+        ++j;
+      }
+      space();
+      for (char nl : newlines) emit(nl);
+      i = j;
+    } else if (c == '/' && i + 1 < n && src[i + 1] == '*') {
+      const size_t end = src.find("*/", i + 2);
+      if (end == std::string::npos) return src;
+      space();
+      for (size_t j = i + 2; j < end; ++j)
+        if (src[j] == '\n') emit('\n');
+      space();
+      i = end + 2;
+    } else if (c == '"' || c == '\'') {
+      // glued to a name or number: a prefixed literal (L"", u8''), a digit separator (1'000)
+      if (i > 0 && (std::isalnum(static_cast<unsigned char>(src[i - 1])) || src[i - 1] == '_')) return src;
+      size_t j = i + 1;
+      while (j < n && src[j] != c && src[j] != '\n') j += src[j] == '\\' ? 2 : 1;
+      if (j >= n || src[j] != c) return src;  // open literal
+      emit(src[i]);
+      out.append(src, i + 1, j - i);
+      i = j + 1;
+    } else {
+      emit(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
 namespace {
 std::string key_of_canonical(const CompileSettings& s, const nlohmann::json& canonical) {
+  nlohmann::json keyed = canonical;
+  for (const char* k : {"cpp_sources", "cuda_sources"})
+    for (auto& src : keyed[k]) src = source_for_key(src.get<std::string>());
   hash::Sha256 h;
-  h.update("dice-ext-2\x1f");
+  h.update("dice-ext-3\x1f");
   h.update(s.toolchain);
   for (const auto& f : s.extra_cflags) h.update("\x1e" + f);
   for (const auto& f : s.extra_cuda_cflags) h.update("\x1d" + f);
   if (s.light_cuda) h.update("\x1clight_cuda");  // its builds may come from other .cu text
   h.update("\x1f");
-  h.update(canonical.dump());
+  h.update(keyed.dump());
   return h.hex_digest();
 }
 }  // namespace

@@ -159,3 +159,69 @@ TEST(CompilePool, ExtensionKeysComeFromTheCheckedRequest) {
   EXPECT_THROW(extension_key(s, nlohmann::json{{"cpp_sources", {1, 2}}}), dice::Error);
   EXPECT_THROW(extension_key(s, nlohmann::json::array()), dice::Error);
 }
+
+TEST(CompilePool, SourceForKeyDropsCommentsAndBlankRunsOnly) {
+  // comments -> one space, newlines inside them kept (so __LINE__ stays); runs of blanks -> one space
+  EXPECT_EQ(source_for_key("int  f() {\t\treturn 1; }  // one\n"), "int f() { return 1; }\n");
+  EXPECT_EQ(source_for_key("a/* x\n y */b"), "a\nb");
+  EXPECT_EQ(source_for_key("a/**/b"), "a b");  // as the compiler reads it: two tokens, not "ab"
+  EXPECT_EQ(source_for_key("a // c \\\n still the comment\nb"), "a\n\nb");
+  EXPECT_EQ(source_for_key("    x =   1;\n  y = 2;  "), "x = 1;\ny = 2;");
+  // literals stay byte for byte, comment-like text inside them too
+  EXPECT_EQ(source_for_key("s = \"a  // b /* c */\";  c = '/';"), "s = \"a  // b /* c */\"; c = '/';");
+  EXPECT_EQ(source_for_key("s = \"q\\\"  x\";"), "s = \"q\\\"  x\";");
+  // two texts that differ only so have one key text; a change inside a literal or to a token does not
+  EXPECT_EQ(source_for_key("int f(){return 1;}\n// note\n"), source_for_key("int f(){return 1;}   \n/* other */\n"));
+  EXPECT_NE(source_for_key("s = \"a b\";"), source_for_key("s = \"a  b\";"));
+  EXPECT_NE(source_for_key("x = a+b;"), source_for_key("x = a-b;"));
+  EXPECT_NE(source_for_key("a\nb"), source_for_key("a b"));  // a newline is never a blank
+  // what it does not handle with certainty comes back as it is
+  for (const std::string s : {"auto s = R\"(a  b)\";", "int n = 1'000  ;", "auto w = L\"a  b\";", "x ??= y;  ", "#define A 1 \\  \n  + 2",
+                              "#include <a//b.h>\n", "#  include </*x*/y>  ",
+                              "s = \"open  ", "a /* open  ", "c = 'x  "})
+    EXPECT_EQ(source_for_key(s), s) << s;
+}
+
+TEST(CompilePool, CandidatesThatDifferInCommentsAndLayoutBuildOnce) {
+  std::string scratch = dice::fs::make_temp_dir("dice_cpool_");
+  chmod(scratch.c_str(), 0755);
+  CompileSettings s = settings(scratch);
+  const std::string code = dice::judge::testing::candidate("relu_honest.py");
+  std::string variant = code;
+  for (size_t at = variant.find("\n  "); at != std::string::npos; at = variant.find("\n  ", at + 4))
+    variant.replace(at, 3, "\n    ");  // deeper indentation (Python too: the whole file shifts alike)
+  const size_t fn = variant.find("torch::Tensor");
+  ASSERT_NE(fn, std::string::npos);
+  variant.insert(fn, "/* a sample's own remark */ ");
+  const size_t eol = variant.find('\n', variant.find("xc.numel();"));
+  ASSERT_NE(eol, std::string::npos);
+  variant.insert(eol, "   // and another, at the end of a line");
+  ASSERT_NE(variant, code);
+  CompilePool pool(s);
+  auto compile = [&](const std::string& name, const std::string& text) {
+    std::string path = scratch + "/" + name;
+    dice::fs::write_file(path, text);
+    chmod(path.c_str(), 0644);
+    return pool.compile(path, text);
+  };
+  CompileResult a = compile("a.py", code), b = compile("b.py", variant);
+  ASSERT_EQ(a.failure, Failure::kNone) << a.log_tail;
+  ASSERT_EQ(b.failure, Failure::kNone) << b.log_tail;
+  ASSERT_EQ(a.keys.size(), 1u);
+  ASSERT_EQ(b.keys.size(), 1u);
+  EXPECT_EQ(a.keys[0], b.keys[0]);  // one cache entry for both
+  EXPECT_EQ(b.builds, 0);           // the second was not compiled again
+  // each candidate's own call digest maps to that key, so each executor finds it
+  EXPECT_EQ(b.extensions.size(), 1u);
+  EXPECT_NE(a.extensions.begin()->first, b.extensions.begin()->first);
+  // a change to a token builds anew
+  std::string other = code;
+  const size_t zero = other.find(": 0.f");
+  ASSERT_NE(zero, std::string::npos);
+  other.replace(zero, 5, ": 1.f");
+  CompileResult c = compile("c.py", other);
+  ASSERT_EQ(c.failure, Failure::kNone) << c.log_tail;
+  EXPECT_NE(c.keys.at(0), a.keys[0]);
+  EXPECT_EQ(c.builds, 1);
+  remove_tree(scratch);
+}
