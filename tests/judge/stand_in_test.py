@@ -121,6 +121,9 @@ def main():
         "branches.py": (head + "if nn.Linear:\n    pass\n" + call % ("1", "'-O2'"), "real"),
         "plain.py": (head + call % ("2", "'-O2'") + "class ModelNew(nn.Module):\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
                      "        return ext.f() + x\n", "stand-in"),
+        "annotated.py": (head + "from typing import List, Optional, Tuple\n" + call % ("3", "'-O2'") +
+                         "class ModelNew(nn.Module):\n    def forward(self, x: Optional[torch.Tensor], y: List[torch.Tensor]"
+                         ") -> Tuple[torch.Tensor, int]:\n        return x\n", "stand-in"),
     }
     for name, (text, expect) in cases.items():
         (b1, r1), (b2, r2) = both(write(name, text))

@@ -13,7 +13,9 @@ that, and nothing else:
 - torch.nn.Module and torch.autograd.Function are classes to derive from; making an instance escapes;
 - an opaque value may be looked up, called, indexed, combined and derived from (giving opaque values
   again), but turning one into anything Python can branch on or pass along (bool, str, int, float,
-  len, iter, hash, isinstance, a load_inline argument) escapes.
+  len, iter, hash, isinstance, a load_inline argument) escapes. A name of torch's (torch.Tensor,
+  nn.Linear, F.relu and their attributes: classes and functions) compares and hashes by identity, as
+  those do (so `Optional[torch.Tensor]` in an annotation works).
 
 "Escapes" means `Escape` is raised (a BaseException, so `except Exception` does not swallow it) and
 `escaped` records why, even when the candidate catches it. compile.py then runs the module again
@@ -48,18 +50,22 @@ def _escape(why):
 class Opaque:
     """A value of torch's that the module may pass around but never look into."""
 
-    __slots__ = ("_name", "_children")
+    __slots__ = ("_name", "_children", "_named")
 
-    def __init__(self, name):
+    def __init__(self, name, named=False):
         object.__setattr__(self, "_name", name)
         object.__setattr__(self, "_children", {})
+        # a name of torch's (torch.Tensor, nn.Linear, F.relu, ...): a class or function, which compares
+        # and hashes by identity; values made from one (calls, items, operators) may not
+        object.__setattr__(self, "_named", named)
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
         children = object.__getattribute__(self, "_children")
         if attr not in children:  # the same object each time: `is` answers as it would with torch
-            children[attr] = Opaque("%s.%s" % (object.__getattribute__(self, "_name"), attr))
+            children[attr] = Opaque("%s.%s" % (object.__getattribute__(self, "_name"), attr),
+                                    object.__getattribute__(self, "_named"))
         return children[attr]
 
     def __setattr__(self, attr, value):
@@ -84,13 +90,28 @@ class Opaque:
         _escape("uses the value of %s" % self._name)
 
     __bool__ = __int__ = __float__ = __index__ = __complex__ = __str__ = __repr__ = __format__ = _convert
-    __bytes__ = __len__ = __iter__ = __reversed__ = __contains__ = __hash__ = _convert
+    __bytes__ = __len__ = __iter__ = __reversed__ = __contains__ = _convert
     __instancecheck__ = __subclasscheck__ = __fspath__ = __buffer__ = _convert
+
+    def __hash__(self):  # by identity, as torch's classes and functions hash (typing's Optional[...] asks)
+        if not self._named:
+            _escape("hashes %s" % self._name)
+        return id(self)
+
+    def __eq__(self, other):
+        if not self._named:
+            return Opaque(self._name + "(==)")
+        return self is other
+
+    def __ne__(self, other):
+        if not self._named:
+            return Opaque(self._name + "(!=)")
+        return self is not other
 
     def _combine(self, *args):
         return Opaque(self._name + "(op)")
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _combine
+    __lt__ = __le__ = __gt__ = __ge__ = _combine
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _combine
     __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _combine
     __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _combine
@@ -118,7 +139,7 @@ class _Module(types.ModuleType):
 
     def __getattr__(self, attr):
         if self.__dict__.get("_opaque_any") and not attr.startswith("__"):
-            value = Opaque("%s.%s" % (self.__name__, attr))
+            value = Opaque("%s.%s" % (self.__name__, attr), named=True)
             self.__dict__[attr] = value
             return value
         _escape("uses %s.%s" % (self.__name__, attr))
@@ -174,7 +195,7 @@ def install(request_build, cache_root):
     autograd = _Module("torch.autograd", {"Function": type("Function", (_Derived,), {})})
     cpp_extension = _Module("torch.utils.cpp_extension", {"load_inline": load_inline})
     utils = _Module("torch.utils", {"cpp_extension": cpp_extension})
-    torch = _Module("torch", {"nn": nn, "autograd": autograd, "utils": utils, "Tensor": Opaque("torch.Tensor")})
+    torch = _Module("torch", {"nn": nn, "autograd": autograd, "utils": utils, "Tensor": Opaque("torch.Tensor", True)})
     for m in (torch, nn, functional, autograd, utils, cpp_extension):
         sys.modules[m.__name__] = m
     sys.meta_path.insert(0, _finder)
