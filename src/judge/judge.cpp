@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -118,6 +121,44 @@ std::string op_list(const nlohmann::json& counts) {
 // the reference's (a built-in CUDA task moves 1 GiB in and 0.5 GiB out per call).
 constexpr uint64_t kExchangeBytesPerSlot = 3ull << 30;
 
+// Bytes the memory cgroup of this process may still take (a Slurm job's --mem), or UINT64_MAX where
+// no limit is found. Files in a tmpfs are charged to it and cannot be written back to make room.
+uint64_t cgroup_memory_left() {
+  auto number = [](const std::string& path, uint64_t& v) {
+    std::ifstream f(path);
+    std::string s;
+    if (!(f >> s) || s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    v = std::strtoull(s.c_str(), nullptr, 10);
+    return true;
+  };
+  uint64_t left = UINT64_MAX;
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {  // id:controllers:path
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string base, limit_file, usage_file;
+    if (controllers.empty()) {
+      base = "/sys/fs/cgroup", limit_file = "memory.max", usage_file = "memory.current";  // v2
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+      base = "/sys/fs/cgroup/memory", limit_file = "memory.limit_in_bytes", usage_file = "memory.usage_in_bytes";
+    } else {
+      continue;
+    }
+    for (const std::string& dir : {base + path, base}) {  // the path, or the root of a namespaced view
+      uint64_t limit = 0, usage = 0;
+      if (!number(dir + "/" + limit_file, limit)) continue;
+      if (limit < (1ull << 60)) {  // a v1 cgroup without a limit reads 2^63 rounded to pages
+        number(dir + "/" + usage_file, usage);  // 0 where unknown
+        left = std::min(left, limit > usage ? limit - usage : 0);
+      }
+      break;
+    }
+  }
+  return left;
+}
+
 // Why /dev/shm cannot hold the executors' tensor files ("" = it can).
 std::string shm_unfit(int executors, const SandboxConfig& sandbox) {
   struct statfs sf;
@@ -127,6 +168,10 @@ std::string shm_unfit(int executors, const SandboxConfig& sandbox) {
   const uint64_t need = kExchangeBytesPerSlot * static_cast<uint64_t>(executors);
   if (free < need)
     return str("/dev/shm has ", free >> 20, " MiB free, ", need >> 20, " MiB wanted for ", executors, " slot(s)");
+  const uint64_t left = cgroup_memory_left();
+  if (left < 2 * need)  // the tensors themselves also live in this memory
+    return str("this job's memory limit (cgroup) leaves ", left >> 20, " MiB, ", 2 * (need >> 20), " MiB wanted for ",
+               executors, " slot(s)");
   // A private /dev on the root file system is a bind of /dev alone: /dev/shm is not in the sandbox.
   struct stat dev, root;
   if (sandbox.enabled && sandbox.private_dev && stat("/dev", &dev) == 0 && stat("/", &root) == 0 &&

@@ -53,7 +53,7 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-from extflags import BuildError, digest_of, forbidden_flag, normalize, pybind_main  # noqa: F401 (re-exported)
+from extflags import BuildError, digest_of, forbidden_flag, load_inline_call, normalize, pybind_main  # noqa: F401
 
 PCH_RECIPE = "dice-pch-6"
 PCH_HEADER = "dice_full.h"
@@ -214,14 +214,8 @@ def install(settings, request_build=None):
     capture mode: request_build(digest, norm) -> {"status": "ok", "key": ...} or {"status": ..., "log": ...}.
     """
 
-    def load_inline(name=None, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
-                    extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
-                    verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
-                    keep_intermediates=True, **unused):
-        norm = normalize(dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
-                              extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
-                              extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
-                              with_cuda=with_cuda, with_pytorch_error_handling=with_pytorch_error_handling))
+    def load_inline(*args, **kwargs):
+        norm = normalize(load_inline_call(*args, **kwargs))
         digest = digest_of(norm)
         rec = {"digest": digest, "cache_hit": True, "seconds": 0.0}
         if settings.mode == "capture":

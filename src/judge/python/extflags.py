@@ -4,6 +4,7 @@ normalize(kwargs) -> the normalised call (the bytes a build's cache key is compu
 forbidden_flag(norm) -> the first compiler/linker flag that is not allowed, or None.
 pybind_main(norm, header) -> the text of load_inline's main.cpp (with `header` first).
 digest_of(norm) -> SHA-256 of the normalised call (names a call inside one candidate).
+load_inline_call(*args, **kwargs) -> load_inline's arguments that decide the build, by name.
 """
 import hashlib
 import json
@@ -40,6 +41,17 @@ def _functions(functions):
     if isinstance(functions, dict):
         return {str(k): str(v) for k, v in functions.items()}
     raise ValueError("load_inline: functions must be a list or dict, got %s" % type(functions).__name__)
+
+
+def load_inline_call(name=None, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
+                     extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
+                     verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
+                     keep_intermediates=True, **unused):
+    """torch.utils.cpp_extension.load_inline's arguments (its signature) that decide the build, by name."""
+    return dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
+                extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                extra_include_paths=extra_include_paths, with_cuda=with_cuda,
+                with_pytorch_error_handling=with_pytorch_error_handling)
 
 
 def normalize(kw):

@@ -31,7 +31,7 @@ import os
 import sys
 import types
 
-from extflags import BuildError, digest_of, normalize
+from extflags import BuildError, digest_of, load_inline_call, normalize
 
 escaped = []   # why the module could not run under the stand-in (empty: it did)
 calls = []     # one record per load_inline call, as ext.py makes them
@@ -164,16 +164,9 @@ _finder = _Finder()
 def install(request_build, cache_root):
     """Puts the stand-in into sys.modules. request_build(digest, norm) -> the judge's reply (compile.py)."""
 
-    def load_inline(name=None, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
-                    extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
-                    verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
-                    keep_intermediates=True, **unused):
-        args = dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
-                    extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                    extra_include_paths=extra_include_paths, with_cuda=with_cuda,
-                    with_pytorch_error_handling=with_pytorch_error_handling)
-        _check_plain(args, "load_inline's arguments")
-        norm = normalize(args)
+    def load_inline(*args, **kwargs):
+        _check_plain((args, kwargs), "load_inline's arguments")
+        norm = normalize(load_inline_call(*args, **kwargs))
         digest = digest_of(norm)
         reply = request_build(digest, norm)
         if reply.get("status") != "ok":
