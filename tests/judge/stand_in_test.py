@@ -119,11 +119,14 @@ def main():
         "catches_escape.py": (head + "try:\n    torch.float32\nexcept BaseException:\n    pass\n" + call % ("1", "'-O2'"), "real"),
         "tensor_flag.py": (head + call % ("1", "torch.Tensor"), "real"),
         "branches.py": (head + "if nn.Linear:\n    pass\n" + call % ("1", "'-O2'"), "real"),
+        # what torch's objects have beyond a name: only the real ones can say (no AttributeError here)
+        "asks_dunder.py": (head + "NAME = nn.Linear.__name__\n" + call % ("1", "'-O2'"), "real"),
+        "module_attr.py": (head + "REG = nn.Module.register_buffer\n" + call % ("1", "'-O2'"), "real"),
         "plain.py": (head + call % ("2", "'-O2'") + "class ModelNew(nn.Module):\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
                      "        return ext.f() + x\n", "stand-in"),
         "annotated.py": (head + "from typing import List, Optional, Tuple\n" + call % ("3", "'-O2'") +
                          "class ModelNew(nn.Module):\n    def forward(self, x: Optional[torch.Tensor], y: List[torch.Tensor]"
-                         ") -> Tuple[torch.Tensor, int]:\n        return x\n", "stand-in"),
+                         ", m: Optional[nn.Module] = None) -> Tuple[torch.Tensor, int]:\n        return x\n", "stand-in"),
     }
     for name, (text, expect) in cases.items():
         (b1, r1), (b2, r2) = both(write(name, text))

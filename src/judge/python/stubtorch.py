@@ -47,6 +47,12 @@ def _escape(why):
     raise Escape(why)
 
 
+def _typing_probe(attr):
+    """Attributes typing looks for on what it is handed (Optional[torch.Tensor]); torch's classes and
+    functions have none of them."""
+    return attr.startswith("__typing_") or attr in ("__origin__", "__args__", "__parameters__", "__unpacked__")
+
+
 class Opaque:
     """A value of torch's that the module may pass around but never look into."""
 
@@ -61,7 +67,10 @@ class Opaque:
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
-            raise AttributeError(attr)
+            if _typing_probe(attr):
+                raise AttributeError(attr)
+            # torch's object has it or not, and its value: only the real one can say
+            _escape("asks %s for %s" % (object.__getattribute__(self, "_name"), attr))
         children = object.__getattribute__(self, "_children")
         if attr not in children:  # the same object each time: `is` answers as it would with torch
             children[attr] = Opaque("%s.%s" % (object.__getattribute__(self, "_name"), attr),
@@ -70,6 +79,15 @@ class Opaque:
 
     def __setattr__(self, attr, value):
         _escape("sets %s.%s" % (self._name, attr))
+
+    def __delattr__(self, attr):
+        _escape("deletes %s.%s" % (self._name, attr))
+
+    def __setitem__(self, key, value):
+        _escape("sets an item of %s" % self._name)
+
+    def __delitem__(self, key):
+        _escape("deletes an item of %s" % self._name)
 
     def __call__(self, *args, **kwargs):
         return Opaque(self._name + "()")
@@ -118,7 +136,16 @@ class Opaque:
     __neg__ = __pos__ = __abs__ = __invert__ = _combine
 
 
-class _Derived:
+class _StandInClass(type):
+    """nn.Module and autograd.Function have many attributes; these classes only what `object` has."""
+
+    def __getattr__(cls, attr):
+        if _typing_probe(attr):
+            raise AttributeError(attr)
+        _escape("asks %s for %s" % (cls.__name__, attr))
+
+
+class _Derived(metaclass=_StandInClass):
     """What a class derived from nn.Module, autograd.Function or an opaque value derives from."""
 
     def __new__(cls, *args, **kwargs):
