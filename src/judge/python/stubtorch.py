@@ -10,12 +10,14 @@ that, and nothing else:
   torch.utils.cpp_extension; importing any other torch module escapes;
 - torch.Tensor, torch.nn.<name> and torch.nn.functional.<name> are opaque values (`Opaque`); any
   other attribute of torch escapes (torch.cuda.is_available(), torch.float32, torch.__version__...);
-- torch.nn.Module and torch.autograd.Function are classes to derive from; making an instance escapes;
+- torch.nn.Module and torch.autograd.Function are classes to derive from; making an instance, or
+  asking one of them (or a class derived from them) for an attribute that `object` lacks, escapes;
 - an opaque value may be looked up, called, indexed, combined and derived from (giving opaque values
   again), but turning one into anything Python can branch on or pass along (bool, str, int, float,
-  len, iter, hash, isinstance, a load_inline argument) escapes. A name of torch's (torch.Tensor,
-  nn.Linear, F.relu and their attributes: classes and functions) compares and hashes by identity, as
-  those do (so `Optional[torch.Tensor]` in an annotation works).
+  len, iter, hash, isinstance, a load_inline argument), asking it for a dunder (`__name__`), or
+  setting or deleting anything on it escapes. A name of torch's (torch.Tensor, nn.Linear, F.relu and
+  their attributes: classes and functions) compares and hashes by identity, as those do, and lacks
+  the attributes typing looks for, as those do (so `Optional[torch.Tensor]` in an annotation works).
 
 "Escapes" means `Escape` is raised (a BaseException, so `except Exception` does not swallow it) and
 `escaped` records why, even when the candidate catches it. compile.py then runs the module again
