@@ -53,7 +53,8 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-from extflags import BuildError, digest_of, forbidden_flag, load_inline_call, normalize, pybind_main  # noqa: F401
+from extflags import (BuildError, ask_build, digest_of, forbidden_flag, load_inline_call, normalize,  # noqa: F401
+                      pybind_main)
 
 PCH_RECIPE = "dice-pch-6"
 PCH_HEADER = "dice_full.h"
@@ -219,13 +220,8 @@ def install(settings, request_build=None):
         digest = digest_of(norm)
         rec = {"digest": digest, "cache_hit": True, "seconds": 0.0}
         if settings.mode == "capture":
-            reply = request_build(digest, norm)
-            if reply.get("status") != "ok":
-                log = reply.get("log", "the judge did not build the extension")
-                failures.append(log)
-                raise BuildError(log)
-            key = reply["key"]
-            rec.update(cache_hit=bool(reply.get("cache_hit", True)), seconds=float(reply.get("seconds", 0.0)))
+            key, cache_hit, seconds = ask_build(request_build, digest, norm, failures)
+            rec.update(cache_hit=cache_hit, seconds=seconds)
         else:
             key = settings.extensions.get(digest)
             if key is None:

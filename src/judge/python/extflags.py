@@ -43,6 +43,17 @@ def _functions(functions):
     raise ValueError("load_inline: functions must be a list or dict, got %s" % type(functions).__name__)
 
 
+def ask_build(request_build, digest, norm, failures):
+    """The compile step's build request to the judge: (key, cache_hit, seconds), or BuildError (kept in
+    failures, so a candidate that catches it still has its build failure judged)."""
+    reply = request_build(digest, norm)
+    if reply.get("status") != "ok":
+        log = reply.get("log", "the judge did not build the extension")
+        failures.append(log)
+        raise BuildError(log)
+    return reply["key"], bool(reply.get("cache_hit", True)), float(reply.get("seconds", 0.0))
+
+
 def load_inline_call(name=None, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
                      extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
                      verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,

@@ -33,7 +33,7 @@ import os
 import sys
 import types
 
-from extflags import BuildError, digest_of, load_inline_call, normalize
+from extflags import ask_build, digest_of, load_inline_call, normalize
 
 escaped = []   # why the module could not run under the stand-in (empty: it did)
 calls = []     # one record per load_inline call, as ext.py makes them
@@ -197,14 +197,8 @@ def install(request_build, cache_root):
         _check_plain((args, kwargs), "load_inline's arguments")
         norm = normalize(load_inline_call(*args, **kwargs))
         digest = digest_of(norm)
-        reply = request_build(digest, norm)
-        if reply.get("status") != "ok":
-            log = reply.get("log", "the judge did not build the extension")
-            failures.append(log)
-            raise BuildError(log)
-        key = reply["key"]
-        rec = {"digest": digest, "cache_hit": bool(reply.get("cache_hit", True)),
-               "seconds": float(reply.get("seconds", 0.0)), "key": key}
+        key, cache_hit, seconds = ask_build(request_build, digest, norm, failures)
+        rec = {"digest": digest, "cache_hit": cache_hit, "seconds": seconds, "key": key}
         final = os.path.join(cache_root, key)
         with open(os.path.join(final, "meta.json")) as fh:
             meta = json.load(fh)
