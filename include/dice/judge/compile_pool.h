@@ -75,8 +75,8 @@ std::string extension_key(const CompileSettings& s, const nlohmann::json& reques
 
 // C++/CUDA source text for the cache key: each run of spaces, tabs and comments becomes one space
 // between tokens and nothing at the start or end of a line; the newlines inside comments stay (so
-// __LINE__ does); string and character literals stay byte for byte. The compiler does the same before it reads a token, so two sources
-// with one normalised text are one program. Text this does not handle with certainty (raw strings,
+// __LINE__ does); string and character literals stay byte for byte. The compiler does the same
+// before it reads a token, so two sources with one normalised text are one program. Text this does not handle with certainty (raw strings,
 // a quote after a letter or digit: prefixed literals, digit separators; trigraph-like "??"; a
 // comment or literal left open; "\" and blanks before a newline; "//" or "/*" on an #include <>
 // line) is returned as it is.
