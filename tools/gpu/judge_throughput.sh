@@ -5,6 +5,7 @@
 #
 # usage (repo root):  OUT=/path [STEPS="build after before"] [VARIANTS=1] [N_TASKS=24] [SETS="k=v ..."]
 #                     [BEFORE=dir] [CACHE=dir] tools/gpu/judge_throughput.sh
+#   CPU_BY  set: the after step's CPU time by kind of process (tools/gpu/cpu_by_process.py)
 #   CACHE   the build cache of the after step (default: a fresh one; name an existing one to judge
 #           execution alone, e.g. a second run with SETS="executors=8" BENCH_ARGS="--warm false")
 #   build   builds this tree (build-gpu/) and, with BEFORE=dir (a source tree, e.g.
@@ -59,7 +60,8 @@ if has after; then
   cache=${CACHE:-$(mktemp -d /tmp/dice-throughput-cache.XXXXXX)}; mkdir -p "$cache"; chmod 755 "$cache"
   vmstat -n 5 > "$OUT/vmstat_after.txt" 2>&1 & vm=$!
   c0=$(cpu_now)
-  timeout "$limit" stdbuf -oL -eL "$dice" bench judge --n-tasks "${N_TASKS:-24}" --variants "${VARIANTS:-1}" "${sets[@]}" \
+  wrap=(); [[ -n ${CPU_BY:-} ]] && wrap=("$PY" tools/gpu/cpu_by_process.py "$OUT/cpu_after.json" --)
+  "${wrap[@]}" timeout "$limit" stdbuf -oL -eL "$dice" bench judge --n-tasks "${N_TASKS:-24}" --variants "${VARIANTS:-1}" "${sets[@]}" \
     --set "cache_root=$cache" --write-candidates "$OUT/candidates.jsonl" --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 \
     | grep --line-buffered -v "^\[" | tee "$OUT/bench.txt" | cut -c1-400
   rc=$(( rc | ${PIPESTATUS[0]} ))
