@@ -655,6 +655,8 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   }
   nlohmann::json meta = {{"key", key}, {"name", name}, {"so", name + ".so"}, {"binding", binding},
                          {"header", res.value("header", "")}, {"build_s", res.value("build_s", 0.0)},
+                         {"launch_counter", res.contains("launch_counter") && res["launch_counter"].is_boolean() &&
+                                                res["launch_counter"].get<bool>()},
                          {"steps", res.contains("steps") && res["steps"].is_object() ? res["steps"] : nlohmann::json::object()}};
   fs::write_file(tmp + "/meta.json", meta.dump());
   chmod((tmp + "/meta.json").c_str(), 0644);

@@ -189,6 +189,21 @@ void merge_evidence(nlohmann::json& acc, const nlohmann::json& ev) {
   }
 }
 
+// True when every extension the candidate loads counts its own kernels' launches (fast-built, every
+// launch of its source counted: meta.json's launch_counter, written by the judge's compile pool).
+bool launches_counted(const nlohmann::json& req) {
+  const auto exts = req.value("extensions", nlohmann::json::object());
+  if (!exts.is_object() || exts.empty()) return false;
+  const std::string root = req.value("cache_root", "");
+  for (auto& [digest, key] : exts.items()) {
+    if (!key.is_string()) return false;
+    const std::string path = root + "/" + key.get<std::string>() + "/meta.json";
+    auto meta = nlohmann::json::parse(read_small_file(path), nullptr, false);
+    if (!meta.is_object() || !meta.value("launch_counter", false)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void GpuGate::lock_shared() {
@@ -307,6 +322,9 @@ class Executor::Candidate {
     }
     return false;
   }
+  // Counts the interpreter's threads again: after the judge itself made it start more (CUPTI's),
+  // before any candidate code ran in it.
+  void recount_threads() { baseline_threads_ = numeric_entries("/proc/" + py_ + "/task").size(); }
   void thaw() {
     ::kill(std::stoi(py_), SIGCONT);
     ::kill(-proc_->pid(), SIGCONT);
@@ -594,6 +612,19 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
 
   nlohmann::json reply;
   const bool record_ops = req.value("record_ops", false);
+  // The own-kernel evidence on a GPU: the launches the fast builder counts in each extension, or,
+  // when one of them does not count every launch (or was built as written), the CUDA kernels the
+  // profiler records through CUPTI, started now, before any candidate code runs in the process
+  // (its threads are the judge's, not the candidate's).
+  if (record_ops && s_.cuda && (s_.always_cupti || !launches_counted(req))) {
+    if (!candidate({{"cmd", "cupti"}}, reply, "cupti")) {  // no candidate code ran yet: the judge's failure
+      out.failure = Failure::kJudgeError;
+      out.log_tail = "the kernel recorder (CUPTI) did not start: " + out.log_tail;
+      return false;
+    }
+    cand->recount_threads();
+    lap("execute: kernel recorder (CUPTI) started");
+  }
   if (!reference({{"cmd", "task"}, {"reference", req["reference"]}, {"init_seed", req["init_seed"]},
                   {"xchg", xchg_}, {"record_ops", record_ops}},
                  reply))

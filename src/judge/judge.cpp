@@ -398,6 +398,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     es.cache_root = cfg_.cache_root;
     es.cuda = impl_->cuda;
     es.spares = cfg_.spares;
+    es.always_cupti = cfg_.kernel_record == "cupti";
     es.plausible_speedup = cfg_.plausible_speedup;
     es.sandbox = exec_sandbox;
     es.phases = impl_->phases;

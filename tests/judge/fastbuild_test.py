@@ -103,11 +103,21 @@ def test_split():
     check("k<<<1, 1>>>(x)" not in host and 'not a launch: k<<<1,1>>>() {' in host,
           "tricky: comments dropped from the scan, strings kept as written")
     check("raw { text <<< " in host, "tricky: a raw string kept as written")
-    check("(__cudaPushCallConfiguration(((n) + BLOCK - 1) / BLOCK, BLOCK)) ? (void)0 : fill_kernel(p, n)" in host,
-          "tricky: the launch inside the macro lowered")
-    check("(__cudaPushCallConfiguration(ceil_div(n, 256), 256, 0, 0)) ? (void)0 : ops::scale_kernel(" in host,
-          "tricky: a namespaced launch lowered")
-    check("? (void)0 : cast_kernel<scalar_t, 2>(x.data_ptr<scalar_t>()" in host, "tricky: a template launch lowered")
+    # lowered as nvcc lowers them, each followed by its count (kernels numbered as first launched)
+    check(info["counted"] == ["scale_kernel", "cast_kernel", "fill_kernel"] and info["uncounted"] == [],
+          "tricky: every launch counted, kernels numbered in order: %s %s" % (info["counted"], info["uncounted"]))
+    check("(__cudaPushCallConfiguration(((n) + BLOCK - 1) / BLOCK, BLOCK)) ? (void)0 : "
+          "(fill_kernel(p, n), __dice_launched(2))" in host, "tricky: the launch inside the macro lowered")
+    check("(__cudaPushCallConfiguration(ceil_div(n, 256), 256, 0, 0)) ? (void)0 : (ops::scale_kernel("
+          "y.data_ptr<float>(), twice(1.f), n), __dice_launched(0));" in host, "tricky: a namespaced launch lowered")
+    check("? (void)0 : (cast_kernel<scalar_t, 2>(x.data_ptr<scalar_t>(), y.data_ptr<float>(), n), __dice_launched(1));"
+          in host, "tricky: a template launch lowered")
+    for src, what in (("void f(float* p) { cudaLaunchKernel((void*)k, 1, 1, nullptr, 0, 0); k<<<1, 1>>>(p); }",
+                       "a cudaLaunchKernel call"),
+                      ("void f(float* p, cudaGraphExec_t g) { k<<<1, 1>>>(p); cudaGraphLaunch(g, 0); }",
+                       "a graph replay")):
+        _, _, inf = fb.split_cuda(PRELUDE + "__global__ void k(float* p) { *p = 1; }\n" + src)
+        check(inf["uncounted"], "launches not counted completely: " + what)
     check("float sq(" not in host, "tricky: __device__ functions stay out of the host part")
     check(re.search(r"float twice\(float v\);", host) is not None, "tricky: a non-inline __host__ __device__ "
           "function is declared in the host part (defined once, in device.o)")
@@ -136,6 +146,8 @@ def test_split():
     refused("__global__ void k(float* p) { *p = 1; }\nvoid f(float* p) { (k)<<<1, 1>>>(p); }",
             "a launch of a parenthesised expression")
     refused("__global__ void k(float* p) { *p = 1; \n", "unbalanced braces")
+    refused("__global__ void k(float* p) { *p = 1; }\nvoid f(float* p) { k<<<1, 1>>>(p; }",
+            "a launch whose argument list does not close")
     refused("#ifdef __CUDACC__\n__global__ void k(float* p) { *p = 1; }\n#endif\nvoid f(float* p) { k<<<1, 1>>>(p); }",
             "a source that tests __CUDACC__ (defined in nvcc's host pass, not by g++)")
     refused('const char* s = "unterminated;\n', "an unterminated string")
@@ -205,12 +217,17 @@ def test_build():
                 "m = importlib.util.module_from_spec(importlib.util.spec_from_file_location(%r, %r, loader=l))\n"
                 "l.exec_module(m)\n"
                 "try:\n    m.run(torch.ones(4))\nexcept RuntimeError as e:\n    print('RAISED', e)\n"
-                % (ans["name"], ans["so"], ans["name"], ans["so"]))
+                "sys.path.insert(0, %r)\nfrom runner import launch_counts\n"
+                "names, n = launch_counts(%r)\nprint('COUNTS', names, list(n))\n"
+                % (ans["name"], ans["so"], ans["name"], ans["so"], os.path.join(ROOT, "src", "judge", "python"),
+                   ans["so"]))
         env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64:" + os.environ.get("LD_LIBRARY_PATH", ""))
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
         print("call:", r.stdout.strip()[-300:], r.stderr.strip()[-300:])
         check(r.returncode == 0 and "RAISED launch failed:" in r.stdout,
               "the extension imports and its launch reports the CUDA runtime's error (no GPU here)")
+        check(ans["launch_counter"] and "COUNTS ['scale_kernel', 'cast_kernel', 'fill_kernel'] [0, 0, 0]" in r.stdout,
+              "the extension exports its launch count, and a launch the runtime refused is not counted")
         # a host part that needs more of the frontend than torch/types.h: compiled again on the full header
         full = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
                               "cuda_sources": PRELUDE + "#include <torch/extension.h>\n"

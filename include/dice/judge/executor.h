@@ -55,6 +55,7 @@ struct ExecutorSettings {
   std::string exchange_root;  // where the slot's exchange directory goes ("" = scratch_root)
   std::string cache_root;
   bool cuda = false;
+  bool always_cupti = false;  // judge.kernel_record = cupti: CUDA kernels recorded by CUPTI for every candidate
   // Candidate processes kept starting ahead (each imports torch and, on a GPU, makes its CUDA context
   // while earlier evaluations run): as many as an evaluation is shorter than a process start.
   int spares = 1;

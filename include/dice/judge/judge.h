@@ -44,6 +44,8 @@ struct JudgeConfig {
   std::string own_kernel = "reject";  // off | warn | reject: forward's work must include the candidate's own kernel
   std::string library_ops = "auto";   // off | warn | reject | auto (reject on level-1 tasks, warn above):
                                       // ATen compute ops in forward outside the extension
+  std::string kernel_record = "auto";  // auto | cupti: a GPU candidate's own kernels counted by its
+                                       // fast-built extensions (CUPTI for the rest), or always CUPTI
   bool light_headers = true;          // no PCH ready: try torch/types.h + pybind first, then torch/extension.h
   bool light_cuda = false;            // .cu files: first without their own torch/extension.h (nvcc has no PCH)
   bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
@@ -90,6 +92,10 @@ struct JudgeConfig {
     v.choice("library_ops", library_ops, {"off", "warn", "reject", "auto"},
              "run-time check for ATen compute ops in forward outside the candidate's extension "
              "(auto: reject on level-1 tasks, where one op is the whole task; warn above, where partial fusions are normal)");
+    v.choice("kernel_record", kernel_record, {"auto", "cupti"},
+             "how a GPU candidate's own kernels are seen for own_kernel: auto = the launches its fast-built "
+             "extensions count (CUPTI, about 3 s of CPU per process, only for extensions that do not count "
+             "every launch), cupti = always the profiler's CUDA kernel record");
     v("light_headers", light_headers, "without a precompiled header: try lighter torch headers first");
     v("light_cuda", light_cuda, "compile .cu files first without their torch/extension.h include, then as written");
     v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");

@@ -53,8 +53,8 @@ import time
 import torch
 import torch.utils.cpp_extension as cppext
 
-from extflags import (BuildError, ask_build, digest_of, forbidden_flag, load_inline_call, normalize,  # noqa: F401
-                      pybind_main)
+from extflags import (BuildError, ask_build, digest_of, forbidden_flag, kernel_names,  # noqa: F401
+                      load_inline_call, normalize, pybind_main)
 
 PCH_RECIPE = "dice-pch-6"
 PCH_HEADER = "dice_full.h"
@@ -230,7 +230,9 @@ def install(settings, request_build=None):
                 raise ExtensionNotBuilt(msg)
         final = os.path.join(settings.cache_root, key)
         meta = _meta(final)
-        rec.update(key=key, name=meta["name"], header=meta["header"], so=os.path.join(final, meta["so"]))
+        rec.update(key=key, name=meta["name"], header=meta["header"], so=os.path.join(final, meta["so"]),
+                   launch_counter=bool(meta.get("launch_counter")),
+                   kernel_names=sorted(kernel_names(norm["cuda_sources"])))
         calls.append(rec)
         if meta.get("binding"):  # written by the judge: its own module in its own PCH directory
             return import_bound(meta["name"], rec["so"], meta["binding"])

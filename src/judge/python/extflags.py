@@ -5,6 +5,7 @@ forbidden_flag(norm) -> the first compiler/linker flag that is not allowed, or N
 pybind_main(norm, header) -> the text of load_inline's main.cpp (with `header` first).
 digest_of(norm) -> SHA-256 of the normalised call (names a call inside one candidate).
 load_inline_call(*args, **kwargs) -> load_inline's arguments that decide the build, by name.
+kernel_names(sources) -> the names of the __global__ functions a source defines or declares.
 """
 import hashlib
 import json
@@ -21,6 +22,16 @@ class BuildError(RuntimeError):
 
 def digest_of(norm):
     return hashlib.sha256(json.dumps(norm, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def kernel_names(sources):
+    """Names of the kernels (`__global__` functions) in CUDA sources, comments left out."""
+    names = set()
+    for src in sources:
+        text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", src, flags=re.S)
+        text = re.sub(r"__launch_bounds__\s*\([^()]*\)", " ", text)
+        names.update(re.findall(r"\b__global__\b[^;{}()]*?\b([A-Za-z_]\w*)\s*\(", text))
+    return names
 
 
 def _as_list(x):

@@ -362,11 +362,16 @@ def _mutable_global(item):
     return False
 
 
-def _launch_rewrite(src, toks, lo, hi):
-    """`src[lo:hi]` with every `k<<<cfg>>>(args)` written as nvcc lowers it (kernel names found)."""
+def _launch_rewrite(src, toks, lo, hi, index):
+    """`src[lo:hi]` with every `k<<<cfg>>>(args)` written as nvcc lowers it, followed by a count of the
+    launch: `(PUSH(cfg)) ? (void)0 : (k(args), __dice_launched(i))`, i the kernel's entry in index
+    (name -> number, shared by the calls for one source). Returns (text, kernel names launched)."""
     out, pos, names = [], lo, []
     idx = [k for k, t in enumerate(toks) if lo <= t.start < hi and t.text == "<<<"]
+    done = -1  # the last token consumed by a launch
     for k in idx:
+        if k <= done:
+            raise Unsupported("a launch inside another launch's arguments")
         # the kernel expression before <<<: [::] name [<...>] (:: name [<...>])*
         j = k - 1
         if j >= 0 and toks[j].text in (">", ">>"):
@@ -404,11 +409,27 @@ def _launch_rewrite(src, toks, lo, hi):
             m += 1
         if m >= len(toks) or m + 1 >= len(toks) or toks[m + 1].text != "(":
             raise Unsupported("a launch without its argument list")
+        q, depth = m + 2, 1  # the argument list's closing parenthesis
+        while q < len(toks) and toks[q].start < hi:
+            if toks[q].text in ("(", "[", "{"):
+                depth += 1
+            elif toks[q].text in (")", "]", "}"):
+                depth -= 1
+                if depth == 0:
+                    break
+            elif toks[q].text == ";":
+                break
+            q += 1
+        if q >= len(toks) or toks[q].start >= hi or toks[q].text != ")" or depth:
+            raise Unsupported("a launch whose argument list does not close")
         cfg = src[toks[k].end:toks[m].start]
         kernel = src[start:toks[k].start]
+        i = index.setdefault(names[-1], len(index))
         out.append(src[pos:start])
-        out.append("(%s(%s)) ? (void)0 : %s" % (LAUNCH_CONFIG, cfg.strip(), kernel.strip()))
-        pos = toks[m].end
+        out.append("(%s(%s)) ? (void)0 : (%s%s, __dice_launched(%d))" % (
+            LAUNCH_CONFIG, cfg.strip(), kernel.strip(), src[toks[m + 1].start:toks[q].end], i))
+        pos = toks[q].end
+        done = q
     out.append(src[pos:hi])
     return "".join(out), names
 
@@ -425,6 +446,12 @@ def _declaration_of(src, item):
         head = head[:a] + head[b:]
     return head.rstrip() + ";"
 
+
+# What starts the source's own kernels without `<<<>>>` (runtime and driver launch calls, graphs that
+# replay captured launches): an extension whose host code names one has its launches counted only in
+# part, so the judge records kernels with the profiler (CUPTI) for it instead. Library calls (cuBLAS,
+# thrust) start library kernels, which the own-kernel rule does not count either way.
+OTHER_LAUNCHES = re.compile(r"^(cuda\w*Launch\w*|cu\w*Launch\w*|\w*Graph\w*|cudaStreamBeginCapture\w*)$")
 
 # Macros nvcc defines in its host pass too, and g++ does not: a source that tests them would take
 # another branch in the host part.
@@ -488,12 +515,13 @@ def split_cuda(src):
     used = {t.text for t in host_toks if t.kind == "ident"}
     if used & devvars:
         raise Unsupported("host code uses a __device__ / __constant__ variable (%s)" % sorted(used & devvars)[0])
-    host_src, launched = _launch_rewrite(host_src, host_toks, 0, len(host_src))
+    index = {}
+    host_src, launched = _launch_rewrite(host_src, host_toks, 0, len(host_src), index)
     # launches inside macros: each #define's body is rewritten the same way
     parts, pos = [], 0
     for t in tokenize(host_src):
         if t.kind == "pp" and "<<<" in t.text:
-            body, names = _launch_rewrite(t.text[1:], tokenize(t.text[1:]), 0, len(t.text) - 1)
+            body, names = _launch_rewrite(t.text[1:], tokenize(t.text[1:]), 0, len(t.text) - 1, index)
             parts += [host_src[pos:t.start], "#", body]
             pos = t.end
             launched += names
@@ -501,8 +529,11 @@ def split_cuda(src):
     unknown = [k for k in launched if k not in kernels]
     if unknown:
         raise Unsupported("a launch of %s, which is not a kernel of this source" % unknown[0])
+    # every launch of the host part is counted, unless it can start kernels another way
+    other = sorted({t.text for t in tokenize(host_src) if t.kind == "ident" and OTHER_LAUNCHES.match(t.text)})
     return "\n".join(dev), host_src, {"kernels": sorted(kernels), "templates": sorted(templates),
-                                      "launches": len(launched)}
+                                      "launches": len(launched), "counted": sorted(index, key=index.get),
+                                      "uncounted": other}
 
 
 def _declared_name(item):
@@ -601,6 +632,15 @@ extern "C" unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim = 1,
                                                  struct CUstream_st* stream = 0);
 """
 
+# The launch count (the judge's own-kernel evidence without CUPTI): per kernel of the source, how many
+# of its launches the runtime accepted; read by the candidate process (runner.py) around each call.
+LAUNCH_COUNTER = """extern "C" __attribute__((visibility("default"))) unsigned long long dice_own_launches[{n}] = {{0}};
+extern "C" __attribute__((visibility("default"))) const char dice_own_kernel_names[] = "{names}";
+static inline void __dice_launched(int i) {{
+  if (cudaPeekAtLastError() == cudaSuccess) ++dice_own_launches[i];
+}}
+"""
+
 
 # The whole-frontend includes a candidate's C++ repeats after load_inline's own torch/extension.h.
 FRONTEND_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|torch|all)\.h[>"][ \t]*(//.*)?$', re.M)
@@ -623,13 +663,15 @@ def _bound_main(norm, header, light=False):
     return "\n".join([header] + sources + ['#include "dice_bind.h"', "DICE_BIND_TABLE(" + " ".join(entries) + ")", ""])
 
 
-def _host_text(host_src, light_header):
+def _host_text(host_src, light_header, counted):
     """host.cpp: on light_header (torch/types.h) without the source's own frontend includes, or, with
-    light_header "", on the full host header as the source was written."""
+    light_header "", on the full host header as the source was written. counted: the kernel names
+    whose launches are counted, in the order of their numbers."""
+    prelude = HOST_PRELUDE.replace("{header}", light_header or "dice_cuda_host.h") + LAUNCH_COUNTER.format(
+        n=max(1, len(counted)), names="\\n".join(counted))
     if light_header:
-        return HOST_PRELUDE.replace("{header}", light_header) + FRONTEND_INCLUDE.sub(
-            "// [dice: torch frontend include left out]", host_src)
-    return HOST_PRELUDE.replace("{header}", "dice_cuda_host.h") + host_src
+        return prelude + FRONTEND_INCLUDE.sub("// [dice: torch frontend include left out]", host_src)
+    return prelude + host_src
 
 
 def _fill(template, **kw):
@@ -698,7 +740,7 @@ def build(norm, key, settings, out_dir, forbidden_flag):
         # first on torch/types.h (host_light), the .cu's own frontend includes left out; again on the full
         # header when that does not compile
         with open(os.path.join(d, "host.cpp"), "w") as fh:
-            fh.write(_host_text(host_src, host_light))
+            fh.write(_host_text(host_src, host_light, info["counted"]))
         jobs.append(("host", _fill(recipe["host_compile"], name=name, src="host.cpp", obj="host.o",
                                    inc=_q(includes + ["-I" + host_pch]), extra=_q(hflags))))
         jobs.append(("device", _fill(recipe["cuda_compile"], name=name, src="device.cu", obj="device.o",
@@ -717,7 +759,7 @@ def build(norm, key, settings, out_dir, forbidden_flag):
         return {"status": "compile_error", "log": logs.get("main", "")[-6000:], "steps": steps}
     if split is not None and not ok.get("host") and host_light:
         with open(os.path.join(d, "host.cpp"), "w") as fh:
-            fh.write(_host_text(split[1], ""))
+            fh.write(_host_text(split[1], "", split[2]["counted"]))
         ok.update(_run_parallel([("host_full", jobs[1][1])], d, steps, logs))
         ok["host"], logs["host"] = ok["host_full"], logs["host_full"]
     if split is not None:
@@ -734,8 +776,11 @@ def build(norm, key, settings, out_dir, forbidden_flag):
         if split is not None:
             return {"status": "fallback", "log": "fast build: link failed:\n" + logs["link"][-3000:], "steps": steps}
         return {"status": "compile_error", "log": logs["link"][-6000:], "steps": steps}
+    # every launch of the source's own kernels is counted: the judge needs no CUPTI for its evidence
+    counter = split is not None and not split[2]["uncounted"] and not any(
+        t.kind == "ident" and OTHER_LAUNCHES.match(t.text) for c in norm["cpp_sources"] for t in tokenize(c))
     return {"status": "ok", "name": name, "so": os.path.join(d, name + ".so"), "header": "fast",
-            "binding": bool(bound), "build_s": time.time() - t0, "steps": steps}
+            "binding": bool(bound), "build_s": time.time() - t0, "steps": steps, "launch_counter": counter}
 
 
 def _run_parallel(jobs, cwd, steps, logs):

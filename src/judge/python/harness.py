@@ -14,6 +14,7 @@ import errno
 import json
 import math
 import os
+import re
 import resource
 import struct
 import sys
@@ -416,6 +417,9 @@ class Caller:
     def __init__(self, device, record_ops):
         self.device = device
         self.record_ops = record_ops
+        self.cupti = False  # CUDA kernels recorded by the profiler (CUPTI), started on the judge's request
+        self.counters = None  # else [(kernel names, launch counts)] of the loaded extensions (counted launches)
+        self.own_names = set()  # the kernels the candidate's sources define (own, whatever their names)
         self.flush_buf = None
         if device == "cuda":
             props = torch.cuda.get_device_properties(0)
@@ -464,12 +468,17 @@ class Caller:
             torch.cuda.synchronize()
         prof = None
         kernels = False
+        counted = None
         if self.record_ops and record:
             from torch.profiler import ProfilerActivity, profile
-            kernels = cuda  # recorded calls are the correctness trials: CUDA kernels are recorded too
+            # recorded calls are the correctness trials: on a GPU the candidate's own kernels are
+            # recorded too, by CUPTI or as the launches its extensions counted
+            kernels = cuda and self.cupti
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if kernels else [])
             prof = profile(activities=acts)
             prof.__enter__()
+            if cuda and not kernels and self.counters is not None:
+                counted = [list(n) for _, n in self.counters]
         try:
             with torch.no_grad():
                 if cuda:
@@ -487,12 +496,36 @@ class Caller:
         finally:
             if prof is not None:
                 prof.__exit__(None, None, None)
-        return out, ms, (evidence(prof, kernels) if prof is not None else None)
+        if prof is None:
+            return out, ms, None
+        ev = evidence(prof, kernels, self.own_names)
+        if counted is not None:
+            own = {}
+            for (names, now), before in zip(self.counters, counted):
+                for name, a, b in zip(names, before, now):
+                    if b > a:
+                        own[name] = own.get(name, 0) + b - a
+            ev.update(kernels=True, kernel_record="launches counted", own_kernels=own)
+        return out, ms, ev
 
 
-def evidence(prof, kernels):
+def _kernel_base(name):
+    """A recorded kernel's own name: `void ns::k<float, 2>(float const*, int)` -> ("ns", "k")."""
+    n = name.strip()
+    if n.startswith("void "):
+        n = n[5:]
+    n = re.split(r"[(<]", n, 1)[0].strip()
+    ns, _, base = n.rpartition("::")
+    return ns, base
+
+
+LIBRARY_NAMESPACES = ("at", "c10", "cub", "thrust", "cutlass", "cute", "flash", "cudnn", "cublas")
+
+
+def evidence(prof, kernels, own_names=()):
     """What ran inside one call: extension calls, ATen compute ops (inside / outside the extension)
-    and CUDA kernels (own / library)."""
+    and CUDA kernels (own: a kernel the candidate's sources define, else one not named like a
+    library's; library)."""
     ext_calls, wrapper_calls = 0, 0
     outside, inside = {}, {}
     own_k, lib_k = {}, {}
@@ -504,7 +537,9 @@ def evidence(prof, kernels):
         name = e.name
         dev = str(getattr(e, "device_type", "")).lower()
         if "cuda" in dev and not name.startswith("aten::"):
-            bucket = lib_k if any(f in name for f in LIBRARY_KERNELS) else own_k
+            ns, base = _kernel_base(name)
+            mine = base in own_names and ns.split("::")[0] not in LIBRARY_NAMESPACES
+            bucket = own_k if mine or not any(f in name for f in LIBRARY_KERNELS) else lib_k
             bucket[name[:80]] = bucket.get(name[:80], 0) + 1
             continue
         if not name.startswith("aten::"):
@@ -530,7 +565,8 @@ def evidence(prof, kernels):
             outside[op] = outside.get(op, 0) + 1
     ext_calls = len(ext_events)
     wrapper_calls = sum(1 for e in ext_events if compute_in_ext.get(id(e)))
-    return {"kernels": bool(kernels), "ext_calls": ext_calls, "wrapper_calls": wrapper_calls, "aten_outside": outside, "aten_inside": inside,
+    return {"kernels": bool(kernels), "kernel_record": "CUPTI" if kernels else "none", "ext_calls": ext_calls,
+            "wrapper_calls": wrapper_calls, "aten_outside": outside, "aten_inside": inside,
             "own_kernels": own_k, "library_kernels": lib_k}
 
 

@@ -7,6 +7,8 @@ hands outputs over. Requests are JSON lines on stdin, answers JSON lines on fd 3
   (start)  -> {"event": "ready"}
   {"cmd": "load", "candidate", "cache_root", "extensions", "init_seed", "init_path", "record_ops"}
            -> {"event": "loaded"} | {"event": "failed", "status", "message"}
+  {"cmd": "cupti"} -> {"event": "cupti"}    (sent by the judge before "load" when an extension does
+           not count its kernel launches: the profiler records CUDA kernels through CUPTI from then on)
   {"cmd": "call", "in_path", "out_path", "record"}
            -> {"event": "done", "ms", "input_mutated", "evidence"} | {"event": "failed", ...}
   {"cmd": "calibrate", "in_path", "out_path", "like_path"}
@@ -20,6 +22,7 @@ write outside its scratch). The judge freezes this process after each answer, ch
 thread or child is left, and has the reference process compare out_path. Which calls are timed,
 which inputs are hidden trial inputs and what the reference computed, this process never learns.
 """
+import ctypes
 import os
 import sys
 import traceback
@@ -64,9 +67,32 @@ def install_extensions(req):
 
 
 def warm_up(device, caller):
-    """Starts what the runtime starts lazily (CUDA context, profiler) before the judge counts our threads."""
+    """Starts what the runtime starts lazily (CUDA context, profiler) before the judge counts our threads.
+    The profiler records CPU ops only: CUPTI (about 3 s of CPU in every process on the GPU node) starts
+    on the judge's "cupti" request, for candidates whose extensions do not count their launches."""
     x = torch.ones(8, device=device)
     caller.call(lambda t: t * 2, (x,), record=True)
+
+
+def launch_counts(so):
+    """(kernel names, the extension's launch counts) of a fast-built extension (fastbuild.LAUNCH_COUNTER)."""
+    lib = ctypes.CDLL(so)  # already loaded: the same handle
+    names = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "dice_own_kernel_names"))).decode()
+    names = names.split("\n") if names else []
+    return names, (ctypes.c_ulonglong * max(1, len(names))).in_dll(lib, "dice_own_launches")
+
+
+def own_kernel_evidence(state):
+    """After a load on a GPU: the launch counts of every extension, or CUPTI (already started by the judge)."""
+    caller = state["caller"]
+    caller.own_names = set().union(*[set(c.get("kernel_names", ())) for c in ext.calls])
+    if caller.cupti or not caller.record_ops:
+        return
+    sos = list(dict.fromkeys(c["so"] for c in ext.calls))
+    if not sos or not all(c.get("launch_counter") for c in ext.calls):
+        raise Fail("judge_error",
+                   "an extension does not count its kernel launches and the kernel recorder was not started")
+    caller.counters = [launch_counts(so) for so in sos]
 
 
 def load(req, state):
@@ -93,6 +119,8 @@ def load(req, state):
         raise Fail("load_error", ext.failures[-1])
     state["model"] = model
     state["caller"].record_ops = bool(req.get("record_ops"))
+    if device == "cuda":
+        own_kernel_evidence(state)
 
 
 def call(req, state, model=None):
@@ -122,7 +150,13 @@ def main():
         like = harness.read_tensors(req["like_path"], device)
         return call(req, state, model=lambda *args: like)
 
+    def cupti(req):  # before any candidate code: CUDA kernels recorded by the profiler from now on
+        state["caller"].cupti = True
+        warm_up(device, state["caller"])
+        return {"event": "cupti"}
+
     harness.serve({"load": lambda req: (load(req, state), {"event": "loaded"})[1],
+                   "cupti": cupti,
                    "call": lambda req: call(req, state),
                    "calibrate": calibrate}, "runtime_error")
 
