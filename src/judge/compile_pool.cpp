@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -657,13 +659,48 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
                          {"header", res.value("header", "")}, {"build_s", res.value("build_s", 0.0)},
                          {"launch_counter", res.contains("launch_counter") && res["launch_counter"].is_boolean() &&
                                                 res["launch_counter"].get<bool>()},
+                         {"cached_parts", res.contains("cached_parts") && res["cached_parts"].is_array()
+                                              ? res["cached_parts"] : nlohmann::json::array()},
                          {"steps", res.contains("steps") && res["steps"].is_object() ? res["steps"] : nlohmann::json::object()}};
   fs::write_file(tmp + "/meta.json", meta.dump());
   chmod((tmp + "/meta.json").c_str(), 0644);
   chmod(tmp.c_str(), 0755);
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0) remove_tree(tmp);  // published meanwhile
   DICE_REQUIRE(trusted_entry(final_dir), "could not publish the build of ", key, " into ", s_.cache_root);
+  publish_parts(res, std::filesystem::path(real_so).parent_path().string(), index);
   return b;
+}
+
+// The object files a fast build compiled (fastbuild.Parts), for later builds of samples that share a
+// part: each into <cache_root>/parts/<key>.o, written here (the builder only reads that directory).
+// Only a regular file of the build's own directory, named as the builder names them, under a key of
+// 64 hex digits; one already there stays.
+void CompilePool::publish_parts(const nlohmann::json& res, const std::string& build_dir, int index) {
+  if (!res.contains("parts") || !res["parts"].is_object() || res["parts"].empty()) return;
+  const std::string dir = s_.cache_root + "/parts";
+  if (::mkdir(dir.c_str(), 0755) == 0)
+    chmod(dir.c_str(), 0755);  // whatever the umask: the builders read it
+  else if (errno != EEXIST)
+    return;
+  static const std::set<std::string> kFiles = {"main.part.o", "main_pybind.part.o", "host.part.o",
+                                               "host_full.part.o", "device.part.o", "device2.part.o"};
+  for (auto& [file, key] : res["parts"].items()) {
+    if (!kFiles.count(file) || !key.is_string()) continue;
+    const std::string k = key.get<std::string>();
+    if (k.size() != 64 || k.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
+    const std::string dst = dir + "/" + k + ".o";
+    if (fs::exists(dst)) continue;
+    const std::string tmp = str(dir, "/.tmp.", getpid(), ".", index, ".", file);
+    ::unlink(tmp.c_str());
+    try {
+      copy_regular_file(build_dir + "/" + file, tmp);
+    } catch (const Error& e) {
+      log::warn("judge: build part ", file, " not kept: ", e.what());
+      ::unlink(tmp.c_str());
+      continue;
+    }
+    if (::rename(tmp.c_str(), dst.c_str()) != 0) ::unlink(tmp.c_str());
+  }
 }
 
 }  // namespace dice::judge

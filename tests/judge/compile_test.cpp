@@ -92,8 +92,14 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
     std::string path = scratch + "/cand.py";
     dice::fs::write_file(path, code);
     chmod(path.c_str(), 0644);
-    CompileResult res;
+    CompileResult res, twin;
     std::string pch;
+    // the same sources with a link flag more: another extension, whose main.cpp (same text, same
+    // compile command) the fast builder takes from the part cache instead of compiling it again
+    std::string twin_code = code;
+    twin_code.insert(twin_code.find(call) + call.size(), " extra_ldflags=[\"-lm\"],");
+    dice::fs::write_file(scratch + "/twin.py", twin_code);
+    chmod((scratch + "/twin.py").c_str(), 0644);
     {
       CompilePool pool(s);
       pch = pool.wait_for_pch();
@@ -103,6 +109,23 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
       res = pool.compile(path, code);
       EXPECT_EQ(pool.fast_builds(), fast ? 1 : 0);
       EXPECT_EQ(pool.fallbacks(), 0);
+      if (fast) twin = pool.compile(scratch + "/twin.py", twin_code);
+    }
+    if (fast) {
+      ASSERT_EQ(twin.failure, Failure::kNone) << twin.log_tail;
+      ASSERT_EQ(twin.keys.size(), 1u);
+      EXPECT_NE(twin.keys[0], res.keys.at(0));
+      EXPECT_EQ(twin.builds, 1);
+      const std::string twin_entry = s.cache_root + "/" + twin.keys[0];
+      auto twin_meta = nlohmann::json::parse(dice::fs::read_file(twin_entry + "/meta.json"));
+      EXPECT_EQ(twin_meta.value("cached_parts", nlohmann::json::array()), nlohmann::json::array({"main"}))
+          << twin_meta.dump();
+      // the parts directory is the judge's: written by this process, read-only to the builders
+      struct stat st;
+      ASSERT_EQ(stat((s.cache_root + "/parts").c_str(), &st), 0);
+      EXPECT_EQ(st.st_uid, geteuid());
+      EXPECT_EQ(st.st_mode & 0777, 0755u);
+      dice::judge::remove_tree(twin_entry);
     }
     ASSERT_EQ(res.failure, Failure::kNone) << res.log_tail;
     ASSERT_EQ(res.keys.size(), 1u);

@@ -73,6 +73,9 @@ ms = [json.load(open(f)) for f in glob.glob(sys.argv[1] + "/*/meta.json")]
 print("cache: %d builds, by header %s, called through dice_bind %d" % (
     len(ms), {h: sum(m.get("header") == h for m in ms) for h in set(m.get("header") for m in ms)},
     sum(bool(m.get("binding")) for m in ms)))
+hits = [p for m in ms for p in m.get("cached_parts", [])]
+print("  parts from the part cache: %s; launches counted (no CUPTI) in %d of %d builds" % (
+    {p: hits.count(p) for p in sorted(set(hits))}, sum(bool(m.get("launch_counter")) for m in ms), len(ms)))
 for k in ("main", "main_pybind", "host", "device", "device2", "link"):
     v = [m["steps"][k] for m in ms if k in m.get("steps", {})]
     if v:

@@ -126,6 +126,7 @@ class CompilePool {
   CompileResult compile_one(const std::string& path, int index);
   BuildReply ensure_built(const nlohmann::json& request, int index, double deadline);
   BuildReply build_and_publish(const std::string& key, const nlohmann::json& request, int index, double deadline);
+  void publish_parts(const nlohmann::json& res, const std::string& build_dir, int index);
   std::map<std::string, std::shared_ptr<Build>> builds_;  // guarded by mu_
   std::condition_variable build_cv_;
 

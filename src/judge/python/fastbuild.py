@@ -30,8 +30,10 @@ The recipe (compiler commands with the toolchain's flags) comes from the judge's
 (recipe.json, written by `ext.py make-pch` from a probe extension that torch built itself).
 This module never imports torch: a build costs the compilers and nothing else.
 """
+import hashlib
 import json
 import os
+import shutil
 import re
 import shlex
 import subprocess
@@ -713,8 +715,10 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     with open(os.path.join(d, "main.cpp"), "w") as fh:
         fh.write(bound or pybind_main(norm, '#include "dice_full.h"'))
     steps = {}
+    parts = Parts(settings, d, name, norm)
     jobs = [("main", _fill(recipe["cpp_compile"], name=name, src="main.cpp", obj="main.o",
-                           inc=_q(includes + ["-I" + pch_dir]), extra=_q(user_cflags)))]
+                           inc=_q(includes + ["-I" + pch_dir]), extra=_q(user_cflags)), "main.o",
+             bound or pybind_main(norm, '#include "dice_full.h"'))]
     objs = ["main.o"]
     split = None
     if norm["cuda_sources"]:
@@ -739,35 +743,38 @@ def build(norm, key, settings, out_dir, forbidden_flag):
             fh.write(dev_src)
         # first on torch/types.h (host_light), the .cu's own frontend includes left out; again on the full
         # header when that does not compile
+        host_text = _host_text(host_src, host_light, info["counted"])
         with open(os.path.join(d, "host.cpp"), "w") as fh:
-            fh.write(_host_text(host_src, host_light, info["counted"]))
+            fh.write(host_text)
         jobs.append(("host", _fill(recipe["host_compile"], name=name, src="host.cpp", obj="host.o",
-                                   inc=_q(includes + ["-I" + host_pch]), extra=_q(hflags))))
+                                   inc=_q(includes + ["-I" + host_pch]), extra=_q(hflags)), "host.o", host_text))
         jobs.append(("device", _fill(recipe["cuda_compile"], name=name, src="device.cu", obj="device.o",
-                                     inc=_q(includes), extra=_q(user_cuda))))
+                                     inc=_q(includes), extra=_q(user_cuda)), "device.o", dev_src))
         objs += ["host.o", "device.o"]
     logs = {}
-    ok = _run_parallel(jobs, d, steps, logs)
+    ok = parts.run(jobs, steps, logs)
     if not ok.get("main", False) and bound:
         # the table's main.cpp is not load_inline's: its text decides whether this is the candidate's error
+        main_text = pybind_main(norm, '#include "dice_full.h"')
         with open(os.path.join(d, "main.cpp"), "w") as fh:
-            fh.write(pybind_main(norm, '#include "dice_full.h"'))
+            fh.write(main_text)
         bound = None
-        ok.update(_run_parallel([("main_pybind", jobs[0][1])], d, steps, logs))
+        ok.update(parts.run([("main_pybind", jobs[0][1], "main.o", main_text)], steps, logs))
         ok["main"], logs["main"] = ok["main_pybind"], logs["main_pybind"]
     if not ok.get("main", False):
         return {"status": "compile_error", "log": logs.get("main", "")[-6000:], "steps": steps}
     if split is not None and not ok.get("host") and host_light:
+        host_text = _host_text(split[1], "", split[2]["counted"])
         with open(os.path.join(d, "host.cpp"), "w") as fh:
-            fh.write(_host_text(split[1], "", split[2]["counted"]))
-        ok.update(_run_parallel([("host_full", jobs[1][1])], d, steps, logs))
+            fh.write(host_text)
+        ok.update(parts.run([("host_full", jobs[1][1], "host.o", host_text)], steps, logs))
         ok["host"], logs["host"] = ok["host_full"], logs["host_full"]
     if split is not None:
         if not (ok.get("host") and ok.get("device")):
             failed = "host" if not ok.get("host") else "device"
             return {"status": "fallback", "log": "fast build: the %s part did not compile:\n%s" % (failed, logs[failed][-3000:]),
                     "steps": steps}
-        err = _resolve_stubs(recipe, d, split[0], split[2], name, includes, user_cuda, steps, logs)
+        err = _resolve_stubs(recipe, d, split[0], split[2], name, includes, user_cuda, steps, logs, parts)
         if err:
             return {"status": "fallback", "log": "fast build: " + err, "steps": steps}
     link = _fill(recipe["link"], name=name, objs=_q(objs), so=name + ".so",
@@ -780,7 +787,59 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     counter = split is not None and not split[2]["uncounted"] and not any(
         t.kind == "ident" and OTHER_LAUNCHES.match(t.text) for c in norm["cpp_sources"] for t in tokenize(c))
     return {"status": "ok", "name": name, "so": os.path.join(d, name + ".so"), "header": "fast",
-            "binding": bool(bound), "build_s": time.time() - t0, "steps": steps, "launch_counter": counter}
+            "binding": bool(bound), "build_s": time.time() - t0, "steps": steps, "launch_counter": counter,
+            "parts": parts.made, "cached_parts": parts.hits}
+
+
+# Object files by content (`<cache_root>/parts/<key>.o`): samples of one task often share a part (the
+# same cpp_sources declarations, the same kernels with another launch configuration), which then
+# compiles once. The key is the compile command (the module's name left out) and the part's text;
+# a part that names TORCH_EXTENSION_NAME, or a build with include paths of its own (files the key
+# does not read), is not cached. The builder only reads the cache: the judge publishes the parts a
+# successful build compiled ("parts" in the answer: file in the build directory -> key).
+PART_TAG = "dice-part-1"
+
+
+def _part_key(cmd, name, text, norm):
+    if "TORCH_EXTENSION_NAME" in text or norm["extra_include_paths"]:
+        return None
+    h = hashlib.sha256()
+    for piece in (PART_TAG, cmd.replace(name, "{name}"), text):
+        h.update(piece.encode("utf-8", "surrogatepass") + b"\x1f")
+    return h.hexdigest()
+
+
+class Parts:
+    """The part cache of one build: compiles what it lacks, copies in what it has."""
+
+    def __init__(self, settings, d, name, norm):
+        root = settings.get("cache_root") or ""
+        self.dir = os.path.join(root, "parts") if root else ""
+        self.d, self.name, self.norm = d, name, norm
+        self.made, self.hits = {}, []
+
+    def run(self, jobs, steps, logs):
+        """jobs: (label, command, object file, source text); as _run_parallel."""
+        todo, ok, keys = [], {}, {}
+        for label, cmd, obj, text in jobs:
+            key = _part_key(cmd, self.name, text, self.norm) if self.dir else None
+            cached = os.path.join(self.dir, key + ".o") if key else ""
+            if cached and os.path.isfile(cached):
+                try:
+                    shutil.copyfile(cached, os.path.join(self.d, obj))
+                    ok[label], steps[label], logs[label] = True, 0.0, "(cached part %s)" % key[:16]
+                    self.hits.append(label)
+                    continue
+                except OSError:
+                    pass
+            todo.append((label, cmd))
+            keys[label] = (key, obj)
+        ok.update(_run_parallel(todo, self.d, steps, logs))
+        for label, (key, obj) in keys.items():
+            if key and ok.get(label):  # kept as compiled: objcopy may change the object later
+                shutil.copyfile(os.path.join(self.d, obj), os.path.join(self.d, label + ".part.o"))
+                self.made[label + ".part.o"] = key
+        return ok
 
 
 def _run_parallel(jobs, cwd, steps, logs):
@@ -815,7 +874,7 @@ def _demangle(names):
     return r.stdout.splitlines() if r.returncode == 0 else []
 
 
-def _resolve_stubs(recipe, d, dev_src, info, name, includes, user_cuda, steps, logs):
+def _resolve_stubs(recipe, d, dev_src, info, name, includes, user_cuda, steps, logs, parts):
     """Makes every kernel stub host.o calls a global symbol of device.o; '' or why not."""
     try:
         host_undef = {s for s, k in _symbols(os.path.join(d, "host.o")).items() if k == "U"}
@@ -832,8 +891,9 @@ def _resolve_stubs(recipe, d, dev_src, info, name, includes, user_cuda, steps, l
                 "template __global__ %s;" % w for w in wanted)
             with open(os.path.join(d, "device.cu"), "w") as fh:
                 fh.write(dev_src + extra)
-            if not _run_parallel([("device2", _fill(recipe["cuda_compile"], name=name, src="device.cu", obj="device.o",
-                                                    inc=_q(includes), extra=_q(user_cuda)))], d, steps, logs)["device2"]:
+            if not parts.run([("device2", _fill(recipe["cuda_compile"], name=name, src="device.cu", obj="device.o",
+                                                inc=_q(includes), extra=_q(user_cuda)), "device.o", dev_src + extra)],
+                             steps, logs)["device2"]:
                 return "the explicit instantiations did not compile:\n" + logs["device2"][-2000:]
             dev = _symbols(os.path.join(d, "device.o"))
         # a static kernel's stub is mangled with L (internal linkage): give it the host's name
