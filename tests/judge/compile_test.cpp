@@ -209,7 +209,10 @@ TEST(CompilePool, CandidatesThatDifferInCommentsAndLayoutBuildOnce) {
   std::string scratch = dice::fs::make_temp_dir("dice_cpool_");
   chmod(scratch.c_str(), 0755);
   CompileSettings s = settings(scratch);
-  const std::string code = dice::judge::testing::candidate("relu_honest.py");
+  // a line of its own per run keeps the keys fresh in the test cache, which outlives a run
+  std::string code = dice::judge::testing::candidate("relu_honest.py");
+  code.insert(code.find("torch::Tensor relu_forward"),
+              "// run " + std::to_string(getpid()) + "_" + std::to_string(time(nullptr)) + "\n");
   std::string variant = code;
   for (size_t at = variant.find("\n  "); at != std::string::npos; at = variant.find("\n  ", at + 4))
     variant.replace(at, 3, "\n    ");  // deeper indentation (Python too: the whole file shifts alike)
