@@ -80,11 +80,12 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
     CompileSettings s = settings(scratch);
     s.precompiled_header = true;  // kept in the test cache across runs
     s.fast_build = fast;
-    // a fresh key every run (a comment), so this build is cold and must go through the PCH
+    // a fresh key every run (a macro: comments are not in the key), so this build is cold and must go
+    // through the PCH
     std::string code = dice::judge::testing::candidate("relu_honest.py");
-    code.insert(code.find("torch::Tensor relu_forward"), "// run " + std::to_string(getpid()) + "_" +
+    code.insert(code.find("torch::Tensor relu_forward"), "#define DICE_TEST_RUN_" + std::to_string(getpid()) + "_" +
                                                               std::to_string(time(nullptr)) + "_" +
-                                                              std::to_string(fast) + "\n");
+                                                              std::to_string(fast) + " 1\n");
     // and -O3, as many candidates ask: served by the -O2 PCH
     const std::string call = "functions=[\"relu_forward\"],";
     ASSERT_NE(code.find(call), std::string::npos);
@@ -209,10 +210,10 @@ TEST(CompilePool, CandidatesThatDifferInCommentsAndLayoutBuildOnce) {
   std::string scratch = dice::fs::make_temp_dir("dice_cpool_");
   chmod(scratch.c_str(), 0755);
   CompileSettings s = settings(scratch);
-  // a line of its own per run keeps the keys fresh in the test cache, which outlives a run
+  // a macro of its own per run keeps the keys fresh in the test cache, which outlives a run
   std::string code = dice::judge::testing::candidate("relu_honest.py");
   code.insert(code.find("torch::Tensor relu_forward"),
-              "// run " + std::to_string(getpid()) + "_" + std::to_string(time(nullptr)) + "\n");
+              "#define DICE_TEST_RUN_" + std::to_string(getpid()) + "_" + std::to_string(time(nullptr)) + " 1\n");
   std::string variant = code;
   for (size_t at = variant.find("\n  "); at != std::string::npos; at = variant.find("\n  ", at + 4))
     variant.replace(at, 3, "\n    ");  // deeper indentation (Python too: the whole file shifts alike)
