@@ -499,7 +499,7 @@ class Caller:
         if prof is None:
             return out, ms, None
         ev = evidence(prof, kernels, self.own_names)
-        if counted is not None:
+        if counted is not None and isinstance(ev, dict):  # (a candidate may have replaced evidence())
             own = {}
             for (names, now), before in zip(self.counters, counted):
                 for name, a, b in zip(names, before, now):
