@@ -514,6 +514,23 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
   ensure_reference();
   std::unique_ptr<Candidate> cand = take_candidate();
   lap("execute: waiting for a ready candidate process");
+  // CPU seconds, for `dice bench judge`: what the candidate process used before this evaluation
+  // (interpreter, torch, CUDA context, warm-up: started ahead), then in it, and the reference's share
+  struct CpuShare {
+    const Executor& ex;
+    Candidate& cand;
+    double cand0, ref0;
+    ~CpuShare() {
+      if (!ex.s_.phases) return;
+      // (a process already killed counts nothing: never below zero)
+      ex.s_.phases->add("cpu: candidate process, this evaluation (load, calls)",
+                        std::max(0.0, cand.cpu_seconds() - cand0));
+      if (ex.ref_)
+        ex.s_.phases->add("cpu: reference process, this evaluation",
+                          std::max(0.0, session_cpu_seconds(ex.ref_->pid()) - ref0));
+    }
+  } cpu_share{*this, *cand, std::max(0.0, cand->cpu_seconds()), ref_ ? session_cpu_seconds(ref_->pid()) : 0.0};
+  if (s_.phases) s_.phases->add("cpu: candidate process, start (ahead of its evaluation)", cpu_share.cand0);
   start_spares();  // the next evaluations' processes import torch while this one runs
   double deadline_s = now_s() + limit_s + s_.start_timeout_s;  // set again once the candidate is ready
   auto left = [&] { return std::max(0.1, deadline_s - now_s()); };
