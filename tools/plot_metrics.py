@@ -7,6 +7,8 @@ Reads RUN_DIR/metrics.jsonl (one JSON record per step) and writes, for each grou
 the run logged, one PNG into DIR (default RUN_DIR/plots), printing each path it writes:
 
   reward.png      reward_mean with a +/- reward_std band (reward_min / reward_max dotted)
+  eval.png        the evaluation between steps (eval.every): eval_pass_rate, eval_compile_rate,
+                  eval_fast_1, at the steps it ran
   clip.png        keys containing "clip" (clip fraction)
   rates.png       keys ending in _rate, _frac or _fraction (pass, compile, zero-variance groups ...)
   loss.png        keys containing "loss", and cross-entropies (ce_*: dice sft's ce_masked)
@@ -29,6 +31,8 @@ import os
 import sys
 
 GROUPS = [  # (file stem, title, y label, predicate on the key); the first match takes a key
+    ("eval", "Evaluation of the policy (eval.every)", "fraction of samples",
+     lambda k: k.startswith("eval_") and k != "eval_samples"),
     ("clip", "Clipped fraction", "fraction", lambda k: "clip" in k and "grad_norm" not in k),
     ("rates", "Rates", "fraction",
      lambda k: k.endswith(("_rate", "_frac", "_fraction")) and k != "learning_rate"),

@@ -60,11 +60,48 @@ StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok) {
 ActorLoop::ActorLoop(const RlRunConfig& cfg, model::Transformer policy, const text::Tokenizer& tok, dist::Comm& actors)
     : cfg_(cfg), policy_(std::move(policy)), tok_(tok), comm_(actors) {
   sampler_ = std::make_unique<rollout::Sampler>(policy_, cfg_.sampler);
-  if (!cfg_.reward.synthetic_kind()) {
+  if (!cfg_.reward.synthetic_kind() || cfg_.eval.every > 0) {
     judge::JudgeConfig jc = cfg_.judge;
-    jc.reward = cfg_.reward.kind;
+    jc.reward = cfg_.reward.synthetic_kind() ? "exec" : cfg_.reward.kind;
     judge_ = std::make_unique<judge::Judge>(jc);
   }
+}
+
+nlohmann::json ActorLoop::evaluate(const StageData& st, int64_t samples, int64_t step) {
+  const int64_t N = static_cast<int64_t>(st.tasks.size()) * samples;
+  const auto shard = dist::shard_range(N, comm_.rank(), comm_.size());
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<int64_t> sample_of;  // prompt index -> sample
+  int64_t too_long = 0;
+  for (int64_t s = shard.begin; s < shard.end; ++s) {
+    const auto& ids = st.prompt_ids[static_cast<size_t>(s / samples)];
+    if (static_cast<int64_t>(ids.size()) > st.cfg.max_prompt_len) {
+      ++too_long;
+      continue;
+    }
+    prompts.push_back(ids);
+    sample_of.push_back(s);
+  }
+  judge::JudgeQueue queue(*judge_);
+  {
+    rollout::ScopedRecordFn to_judge(*sampler_, [&](int64_t i, const rollout::SampleRecord& rec) {
+      const int64_t s = sample_of[static_cast<size_t>(i)];
+      queue.submit(s, job_for(st.tasks[static_cast<size_t>(s / samples)], rec.response_ids));
+    });
+    // noise streams of their own: training's are step * N_train + sample, far below 2^62
+    if (!prompts.empty()) sampler_->generate(prompts, (uint64_t{1} << 62) + static_cast<uint64_t>(step * N + shard.begin));
+  }
+  int64_t correct = 0, compiled = 0, fast_1 = 0;
+  std::map<std::string, int64_t> failures;
+  if (too_long) failures["prompt_too_long"] = too_long;
+  for (const auto& [s, v] : queue.drain(nullptr)) {
+    correct += v.correct;
+    compiled += v.compiled;
+    fast_1 += v.correct && v.speedup > 1.0;
+    ++failures[judge::failure_name(v.failure)];
+  }
+  return {{"samples", shard.end - shard.begin}, {"correct", correct}, {"compiled", compiled}, {"fast_1", fast_1},
+          {"failures", failures}};
 }
 
 ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slots, int64_t step) {
@@ -80,7 +117,7 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   // the judge's reward each finished sequence goes to the judge at once, so its builds run on the
   // CPUs while the GPU keeps sampling ----
   std::optional<judge::JudgeQueue> queue;
-  if (judge_) queue.emplace(*judge_);
+  if (!cfg_.reward.synthetic_kind()) queue.emplace(*judge_);
   int64_t run_begin = 0;
   rollout::ScopedRecordFn to_judge(*sampler_, !queue ? rollout::Sampler::RecordFn() :
       [&](int64_t i, const rollout::SampleRecord& rec) {

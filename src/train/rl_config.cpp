@@ -44,6 +44,15 @@ rollout::SamplerConfig RlRunConfig::default_sampler() {
   return s;
 }
 
+void TrainEvalConfig::validate() const {
+  DICE_REQUIRE(every >= 0, "eval.every must be >= 0 (0: no evaluation), got ", every, ".");
+  if (every == 0) return;
+  DICE_REQUIRE(!tasks.empty(), "eval.every is ", every, " but eval.tasks names no task file.");
+  DICE_REQUIRE(samples >= 1, "eval.samples must be >= 1, got ", samples, ".");
+  DICE_REQUIRE(max_tasks >= 0, "eval.max_tasks must be >= 0 (0: all), got ", max_tasks, ".");
+  DICE_REQUIRE(max_prompt_len >= 1, "eval.max_prompt_len must be >= 1, got ", max_prompt_len, ".");
+}
+
 void RlRunConfig::validate() const {
   DICE_REQUIRE(!model.empty(), "dice train needs a model to start from (model: an HF folder or a checkpoint).");
   DICE_REQUIRE(!out.empty(), "dice train needs a run directory (out).");
@@ -58,6 +67,7 @@ void RlRunConfig::validate() const {
   DICE_REQUIRE(dist.bucket_mb >= 1, "dist.bucket_mb must be >= 1, got ", dist.bucket_mb, ".");
   DICE_REQUIRE(sampler.temperature > 0,
                "sampler.temperature must be > 0 for RL (a greedy policy has no log-probs to optimise).");
+  eval.validate();
 }
 
 int64_t RlRunConfig::total_steps() const {

@@ -85,7 +85,8 @@ json merge_metrics(const std::vector<std::string>& parts, int64_t step, const st
   json rec = {{"step", step}, {"stage", stage}, {"policy_version", version}};
   json actor0, learner0;
   std::map<std::string, double> times, sums;
-  std::map<std::string, int64_t> failures;
+  std::map<std::string, int64_t> failures, eval_failures;
+  std::map<std::string, double> eval;  // summed over actors
   std::vector<double> compile_s, exec_s, latency_s;
   json checks_learner = json::array(), checks_learner_cast = json::array(), checks_actor = json::array();
   bool have_actor = false, have_learner = false;
@@ -109,6 +110,10 @@ json merge_metrics(const std::vector<std::string>& parts, int64_t step, const st
         if (a.contains(k)) sums[k] += a[k].get<double>();
       if (j.contains("checksum_actor")) checks_actor.push_back(j["checksum_actor"]);
     }
+    if (j.contains("eval")) {
+      for (const char* k : {"samples", "correct", "compiled", "fast_1"}) eval[k] += j["eval"].value(k, 0.0);
+      for (auto& [k, v] : j["eval"]["failures"].items()) eval_failures[k] += v.get<int64_t>();
+    }
     if (j.contains("learner")) {
       if (!have_learner) learner0 = j["learner"], have_learner = true;
       if (j.contains("checksum_learner")) checks_learner.push_back(j["checksum_learner"]);
@@ -130,6 +135,13 @@ json merge_metrics(const std::vector<std::string>& parts, int64_t step, const st
     rec["judge_latency_p50_s"] = percentile(latency_s, 0.5);  // submit (sequence finished) -> verdict
     rec["judge_latency_p90_s"] = percentile(latency_s, 0.9);
     rec["failures"] = failures;
+  }
+  if (eval["samples"] > 0) {
+    rec["eval_samples"] = static_cast<int64_t>(eval["samples"]);
+    rec["eval_pass_rate"] = eval["correct"] / eval["samples"];
+    rec["eval_compile_rate"] = eval["compiled"] / eval["samples"];
+    rec["eval_fast_1"] = eval["fast_1"] / eval["samples"];
+    rec["eval_failures"] = eval_failures;
   }
   for (auto& [k, v] : times) rec[k] = v;
   if (times.count("time_sample_s") && times["time_sample_s"] > 0)
@@ -196,6 +208,7 @@ class Run {
   void learn(const std::vector<Rollout>& mine, json& part);
   void sync_weights(json& part);
   void record_checksums(json& part);
+  void evaluate(json& part);
   std::string checkpoint(const StageData& st, int64_t next_cursor);
   void report(const StageData& st, const ActorOutput& rollouts, const json& part, const std::string& saved);
 
@@ -214,6 +227,7 @@ class Run {
   torch::Dtype actor_dtype_ = torch::kFloat32;
   std::optional<text::Tokenizer> tok_;
   std::vector<StageData> stages_;
+  std::optional<StageData> eval_;  // eval.every: the evaluation's tasks and prompts
   ckpt::TrainState state_;
   std::optional<model::Transformer> master_, actor_model_, reference_;
   std::unique_ptr<dist::Comm> role_comm_, world_comm_, sync_comm_;
@@ -241,8 +255,27 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
   tok_.emplace(text::Tokenizer::from_dir(model_dir_));
   text::check_compatible(*tok_, mcfg.vocab_size, mcfg.mask_token_id);
   for (const auto& s : cfg.stages) stages_.push_back(load_stage(s, *tok_));
+  if (cfg.eval.every > 0) {
+    StageConfig ec;
+    ec.name = "eval";
+    ec.kind = cfg.eval.kind;
+    ec.tasks = cfg.eval.tasks;
+    ec.max_prompt_len = cfg.eval.max_prompt_len;
+    ec.prompt_template = cfg.eval.prompt_template;
+    eval_ = load_stage(ec, *tok_);
+    const auto n = static_cast<size_t>(cfg.eval.max_tasks);
+    if (n > 0 && n < eval_->tasks.size()) {
+      eval_->tasks.resize(n);
+      eval_->prompt_ids.resize(n);
+      eval_->prompts.resize(n);
+    }
+  }
   const int64_t W = mcfg.block_size;
-  for (const auto& st : stages_) {
+  std::vector<const StageData*> sampled;
+  for (const auto& st : stages_) sampled.push_back(&st);
+  if (eval_) sampled.push_back(&*eval_);
+  for (const StageData* stp : sampled) {
+    const StageData& st = *stp;
     int64_t longest = 0;
     for (const auto& p : st.prompt_ids)
       if (static_cast<int64_t>(p.size()) <= st.cfg.max_prompt_len) longest = std::max<int64_t>(longest, p.size());
@@ -335,6 +368,7 @@ void Run::step(const StageData& st, int64_t stage_start, int64_t stage_end) {
   ++version_;
   sync_weights(part);                                                  // new weights -> actors
   record_checksums(part);
+  if (cfg_.eval.every > 0 && step_ % cfg_.eval.every == 0) evaluate(part);  // the new policy, judged
   Timer t_ckpt;
   std::string saved;
   if (step_ % cfg_.ckpt.every == 0 || (cfg_.ckpt.stage_end && step_ == stage_end))
@@ -395,6 +429,15 @@ void Run::sync_weights(json& part) {
     part["weight_sync_bytes"] = bytes;
     part["weight_sync_gbps"] = static_cast<double>(bytes) / std::max(s, 1e-9) / 1e9;
   }
+}
+
+// eval.every: the actors sample and judge the evaluation tasks with the weights this step made.
+void Run::evaluate(json& part) {
+  if (!is_actor_) return;
+  Timer t;
+  part["eval"] = actor_->evaluate(*eval_, cfg_.eval.samples, step_);
+  if (colocated_) actor_->release();
+  part["times"]["time_eval_s"] = t.elapsed_s();
 }
 
 // With dist.checksum_weights: every rank's checksum goes into the metrics, and every actor checks

@@ -18,6 +18,10 @@
 #            naming the call it waited in.
 #   refuse   bad setups are refused before any work, each with a sentence.
 #   judge    one step with the kernel judge's exec reward (a random model writes no code).
+#   eval     eval.every=2 (2 tasks x 2 samples, judged by the kernel judge while the synthetic reward
+#            trains): eval_* metrics at steps 2 and 4 only, their failure classes summing to the
+#            samples; an actor killed at step 3 and --resume auto keep step 2's and add step 4's;
+#            `dice train plot` draws them (eval.png).
 set -euo pipefail
 dice=${1:?usage: train_cli_test.sh DICE SOURCE_DIR SCENARIO}
 src=$(cd "${2:?}" && pwd)
@@ -224,6 +228,39 @@ log = open(sys.argv[2]).read()
 assert "step 1/1" in log and log[:4].isdigit() and "T" in log.split()[0], log[:200]
 print("rollouts with text and verdicts:", sorted({x["verdict"]["failure"] for x in rows}), "| log.txt:", log.splitlines()[-1][:80])
 EOF
+  ;;
+eval)
+  ev=(--set eval.every=2 --set "eval.tasks=$src/configs/tasks/builtin_cpu.jsonl" --set eval.max_tasks=2
+      --set eval.samples=2 --set "eval.prompt_template=$src/configs/prompts/quick_end_to_end_cpu.txt"
+      --set eval.max_prompt_len=2000 --set judge.compile_workers=1
+      --set fault.kill_at_step=3 --set fault.rank=2 --set fault.once_file="$work/killed" --set dist.timeout_s=60)
+  set +e
+  run 3 "$work/ev" "${ev[@]}" > "$work/ev.log" 2>&1
+  rc=$?
+  set -e
+  ((rc != 0)) || { cat "$work/ev.log"; fail "the job with a killed rank exited 0"; }
+  [[ -f $work/ev/step_000002/COMPLETE ]] || { cat "$work/ev.log"; fail "no step_000002 before the kill"; }
+  run 3 "$work/ev" --resume auto "${ev[@]}" > "$work/ev_resume.log" 2>&1 || { cat "$work/ev_resume.log"; fail "resume"; }
+  "$py" - "$work/ev/metrics.jsonl" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["step"] for r in recs] == [1, 2, 3, 4], [r["step"] for r in recs]
+keys = ("eval_samples", "eval_pass_rate", "eval_compile_rate", "eval_fast_1", "eval_failures", "time_eval_s")
+for r in recs:
+    if r["step"] % 2:
+        assert not any(k in r for k in keys), ("eval metrics at step %d" % r["step"], sorted(r))
+        continue
+    assert all(k in r for k in keys), ("step %d lacks eval metrics" % r["step"], sorted(r))
+    assert r["eval_samples"] == 4 and sum(r["eval_failures"].values()) == 4, r["eval_failures"]
+    # a random tiny model writes no kernel: nothing passes, every sample has its class
+    assert r["eval_pass_rate"] == 0 and r["eval_failures"].get("none", 0) == 0, r
+    assert set(r["eval_failures"]) <= {"no_code", "compile_error", "static_reject", "load_error"}, r["eval_failures"]
+print("eval metrics at steps", [r["step"] for r in recs if "eval_samples" in r],
+      [r["eval_failures"] for r in recs if "eval_samples" in r])
+EOF
+  grep -q "resuming from $work/ev/step_000002" "$work/ev_resume.log" || fail "the rerun did not resume from step_000002"
+  "$dice" train plot "$work/ev" > "$work/plot.log" 2>&1 || { cat "$work/plot.log"; fail "dice train plot"; }
+  [[ -s $work/ev/plots/eval.png ]] || { cat "$work/plot.log"; fail "dice train plot drew no eval.png"; }
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac

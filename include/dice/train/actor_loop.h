@@ -50,6 +50,10 @@ class ActorLoop {
  public:
   ActorLoop(const RlRunConfig& cfg, model::Transformer policy, const text::Tokenizer& tok, dist::Comm& actors);
   ActorOutput step(const StageData& stage, const std::vector<int64_t>& task_slots, int64_t step);
+  // The policy's evaluation after `step`: this actor's share of tasks x samples sampled (noise
+  // streams apart from training's) and judged for correctness. {samples, correct, compiled, fast_1,
+  // failures: {class: n}} of this actor's share, summed over actors by the trainer.
+  nlohmann::json evaluate(const StageData& tasks, int64_t samples, int64_t step);
   model::Transformer& policy() { return policy_; }
   void release() { sampler_->release(); }  // frees the KV cache (colocated: before the update)
 
@@ -66,7 +70,7 @@ class ActorLoop {
   const text::Tokenizer& tok_;
   dist::Comm& comm_;
   std::unique_ptr<rollout::Sampler> sampler_;
-  std::unique_ptr<judge::Judge> judge_;  // only for judge rewards
+  std::unique_ptr<judge::Judge> judge_;  // for judge rewards, and for eval.every (correctness)
 };
 
 }  // namespace dice::train

@@ -157,6 +157,29 @@ struct FaultConfig {  // fault injection for tests
   }
 };
 
+// The policy evaluated between steps (DICE evaluates every 10 steps): the actor ranks sample
+// `samples` responses per task of `tasks` with the training sampler (its settings and temperature)
+// and judge them with the kernel judge's correctness reward, whatever reward trains the policy.
+struct TrainEvalConfig {
+  int64_t every = 0;  // evaluate after every K-th step (0: never)
+  std::string tasks;  // task JSONL
+  int64_t samples = 1;
+  int64_t max_tasks = 0;  // the first N tasks of the file (0: all)
+  std::string kind = "end_to_end";
+  std::string prompt_template;
+  int64_t max_prompt_len = 4096;
+  template <class V> void visit(V& v) {
+    v("every", every, "evaluate the policy after every K-th step (0: never); metrics eval_* at those steps");
+    v("tasks", tasks, "task JSONL file of the evaluation");
+    v("samples", samples, "samples per task");
+    v("max_tasks", max_tasks, "evaluate the first N tasks of the file (0: all)");
+    v.choice("kind", kind, {"infill", "end_to_end"}, "prompt kind");
+    v("prompt_template", prompt_template, "prompt template file (empty: the default for the kind and device)");
+    v("max_prompt_len", max_prompt_len, "prompts longer than this many tokens are not sampled (counted as failed)");
+  }
+  void validate() const;
+};
+
 struct RlRunConfig {
   std::string model;
   std::string out = "runs/train";
@@ -171,6 +194,7 @@ struct RlRunConfig {
   OptimConfig optim;
   DistConfig dist;
   CkptConfig ckpt;
+  TrainEvalConfig eval;
   FaultConfig fault;
 
   // DICE's rollout settings: dynamic unmasking at 0.9, temperature 1, no truncation, log-probs.
@@ -189,6 +213,7 @@ struct RlRunConfig {
     v("optim", optim, "optimizer");
     v("dist", dist, "ranks and communication");
     v("ckpt", ckpt, "checkpoints");
+    v("eval", eval, "evaluation of the policy between steps");
     v("fault", fault, "fault injection (tests)");
   }
   void validate() const;
