@@ -18,7 +18,7 @@ namespace {
 
 struct EvalArgs {
   ConfigArgs cfg;
-  std::string checkpoint, tasks, kernelbench, out, responses, baseline, levels;
+  std::string checkpoint, tasks, kernelbench, out, responses, baseline, levels, prompt_template;
   int samples = 0;
   double temperature = -1;
   bool samples_given = false, temperature_given = false;
@@ -38,6 +38,7 @@ void run_eval_cmd(const EvalArgs& a) {
   if (!a.responses.empty()) set("responses", a.responses);
   if (!a.baseline.empty()) set("baseline", a.baseline);
   if (!a.levels.empty()) set("levels", "[" + a.levels + "]");
+  if (!a.prompt_template.empty()) set("prompt_template", a.prompt_template);
   DICE_REQUIRE(!a.samples_given || a.samples >= 1, "--samples must be >= 1 (samples per task), got ", a.samples, ".");
   DICE_REQUIRE(!a.temperature_given || a.temperature >= 0, "--temperature must be >= 0 (0 = greedy), got ",
                a.temperature, ".");
@@ -76,6 +77,9 @@ void setup_eval(CLI::App& cmd) {
   cmd.add_flag("--fresh", a->fresh, "the result folder holds other results: delete them and start over");
   cmd.add_flag("--continue-anyway", a->continue_anyway,
                "resume although the result folder was made with another checkpoint, tasks or settings");
+  cmd.add_option("--prompt-template", a->prompt_template,
+                 "prompt template file (e.g. one made from DICE's evaluation prompt; see docs/eval-protocol.md)")
+      ->check(CLI::ExistingFile);
   cmd.add_option("--responses", a->responses, "judge responses from this JSONL instead of sampling");
   cmd.add_flag("--use-solutions", a->use_solutions, "judge the tasks' honest solutions (pipeline check)");
   cmd.add_option("--baseline", a->baseline, "baseline timing file from `dice eval baseline`");

@@ -252,7 +252,11 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::On
   const std::string ckpt_dir = model_src.dir;
   if (use_model && shard.end > shard.begin) {
     tokenizer = text::Tokenizer::from_dir(ckpt_dir);
-    policy = load_policy(model_src, default_dtype(device), device);
+    const torch::Dtype dtype = cfg.dtype == "float16"    ? torch::kFloat16
+                               : cfg.dtype == "bfloat16" ? torch::kBFloat16
+                               : cfg.dtype == "float32"  ? torch::kFloat32
+                                                         : default_dtype(device);
+    policy = load_policy(model_src, dtype, device);
     text::check_compatible(*tokenizer, (*policy)->config().vocab_size, (*policy)->config().mask_token_id);
     sampler = std::make_unique<rollout::Sampler>(*policy, cfg.sampler);
   }

@@ -4,7 +4,9 @@
 #     metrics as 1 rank (responses equal byte for byte: item i uses noise stream i on any rank);
 #  2. honest solutions fed as responses on a few tasks: Exec 100 with 1 and 2 ranks;
 #  3. an interrupted eval resumes without redoing judged samples;
-#  4. report.md / report.json exist, the PNG plots are valid images, `eval report --compare` works.
+#  4. report.md / report.json exist, the PNG plots are valid images, `eval report --compare` works;
+#  5. configs/eval/kernelbench-dice.yaml resolves to DICE's protocol, runs with a prompt template of
+#     the user's (--prompt-template), and a template with an unknown placeholder is refused.
 # usage: eval_cli_test.sh DICE_BINARY SOURCE_DIR
 set -euo pipefail
 dice=$1
@@ -87,4 +89,28 @@ if "$dice" eval --tasks configs/tasks/builtin_cpu.jsonl --out "$work/x" --checkp
   fail "a missing checkpoint was accepted"
 fi
 grep -q "does not exist" "$work/err.log" || { cat "$work/err.log"; fail "missing-checkpoint message"; }
+echo "== 5. DICE's protocol preset (configs/eval/kernelbench-dice.yaml) with a prompt template of the user's"
+"$dice" eval -c configs/eval/kernelbench-dice.yaml --checkpoint "$work/model" --tasks configs/tasks/builtin_cpu.jsonl \
+  --prompt-template configs/prompts/quick_end_to_end_cpu.txt --out "$work/p" --print-config > "$work/preset.yaml"
+"$py" - "$work/preset.yaml" <<'PY' || fail "the preset does not resolve to DICE's protocol"
+import sys
+t = open(sys.argv[1]).read()
+for want in ("dtype: float16", "strategy: low_confidence_static", "block_size: 4", "max_new_tokens: 4096", "trials: 5",
+             "iters: 100", "warmup: 3", "quick_end_to_end_cpu.txt"):
+    assert want in t, (want, t[:2000])
+print("preset resolves: fp16, low-confidence static, block 4, 4096 tokens, 5 trials, 3 + 100 timed runs")
+PY
+head -2 configs/tasks/builtin_cpu.jsonl > "$work/two.jsonl"
+printf 'Write ModelNew for this model.\n{reference}\nAnswer with one code block.\n' > "$work/tpl.txt"
+# on this CPU: bf16 weights (a CPU has no fp16 matmul) and a short answer; the template is the user's
+"$dice" eval -c configs/eval/kernelbench-dice.yaml --checkpoint "$work/model" --tasks "$work/two.jsonl" \
+  --prompt-template "$work/tpl.txt" --set dtype=bfloat16 --set sampler.max_new_tokens=16 --set sampler.max_len=2048 \
+  --set "judge.cache_root=$work/cache" --set plots=false --out "$work/p" > "$work/p.log" 2>&1 || { cat "$work/p.log"; fail "preset eval"; }
+[[ $(wc -l < "$work/p/samples.jsonl") -eq 2 ]] || fail "preset eval: expected 2 records"
+printf 'Write ModelNew.\n{reference}\n{arch}\n' > "$work/bad_tpl.txt"
+if "$dice" eval -c configs/eval/kernelbench-dice.yaml --checkpoint "$work/model" --tasks "$work/two.jsonl" \
+    --prompt-template "$work/bad_tpl.txt" --set dtype=bfloat16 --out "$work/pb" > "$work/pb.log" 2>&1; then
+  fail "a template with an unknown placeholder was accepted"
+fi
+grep -q "{arch}" "$work/pb.log" || { cat "$work/pb.log"; fail "the refusal does not name the placeholder"; }
 echo "eval_cli_test: all passed"

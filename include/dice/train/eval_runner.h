@@ -35,6 +35,7 @@ struct EvalConfig {
   bool use_solutions = false;    // judge each task's honest solution as the response (no model)
   std::string baseline;          // baseline timing file (dice eval baseline): speedups against it
   std::string device = "auto";   // model device: auto | cpu | cuda
+  std::string dtype = "auto";    // model weights: auto (bf16 on a GPU, fp32 on CPUs) | float16 | bfloat16 | float32
   int64_t chunk = 64;            // items sampled and judged together
   bool plots = true;
   rollout::SamplerConfig sampler = default_sampler();
@@ -55,6 +56,8 @@ struct EvalConfig {
     v("use_solutions", use_solutions, "judge the tasks' honest solutions (pipeline check)");
     v("baseline", baseline, "baseline timing file");
     v.choice("device", device, {"auto", "cpu", "cuda"}, "model device");
+    v.choice("dtype", dtype, {"auto", "float16", "bfloat16", "float32"},
+             "model weights' dtype for sampling (auto: bf16 on a GPU, fp32 on CPUs; DICE's evaluation: float16)");
     v("chunk", chunk, "items per sample+judge round");
     v("plots", plots, "write PNG plots");
     v("sampler", sampler, "block-diffusion sampler");
