@@ -27,6 +27,21 @@ struct LearnerLoop::MicroBatch {
   torch::Tensor old_lp, ref_lp;                 // [N], in the batch's target order
 };
 
+// What a step's updates add up to (its metrics), over micro-batches here, then over learners.
+struct LearnerLoop::UpdateSums {
+  double loss = 0, policy = 0, kl = 0, kl_token = 0, clipped = 0, tokens = 0, row_tokens = 0;  // all-reduced
+  double grad_norm = 0;  // this learner's sum of per-update norms (the same on every learner: not reduced)
+  void all_reduce(dist::Comm& comm) {
+    double* fields[] = {&loss, &policy, &kl, &kl_token, &clipped, &tokens, &row_tokens};
+    std::vector<double> v;
+    for (double* f : fields) v.push_back(*f);
+    auto t = torch::tensor(v, torch::kFloat64).to(comm.device());
+    comm.all_reduce(t);
+    t = t.cpu();
+    for (size_t i = 0; i < v.size(); ++i) *fields[i] = t[static_cast<int64_t>(i)].item<double>();
+  }
+};
+
 // How far the learner's old log-probs are from the sampler's (0 up to rounding when both run in
 // fp32: the invariant the trace tests check; bf16 sampling shows its rounding here).
 struct LearnerLoop::Gap {
@@ -205,11 +220,10 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   // ---- the updates ----
   time_optimizer_ = time_allreduce_ = time_backward_ = 0;
   Timer t_update;
-  // acc: loss, policy, kl (weighted), kl per token sum, clipped, tokens, row tokens, grad norm sum
-  std::vector<double> acc(8, 0.0);
+  UpdateSums sums;
   for (int64_t u = 0; u < U; ++u) {
     const int64_t responses = std::min(rpu, K - u * rpu);
-    run_update(mbs[static_cast<size_t>(u)], rows_of_item, items, L1, responses, targets_of[u], acc,
+    run_update(mbs[static_cast<size_t>(u)], rows_of_item, items, L1, responses, targets_of[u], sums,
                opts_.reuse_first_forward && u == 0, gap);
   }
   if (dev.is_cuda()) torch::cuda::synchronize();
@@ -217,26 +231,24 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   m["time_allreduce_s"] = time_allreduce_;
   m["time_optimizer_s"] = time_optimizer_;
 
-  auto acc_t = torch::tensor(std::vector<double>(acc.begin(), acc.begin() + 7), torch::kFloat64).to(comm_.device());
-  comm_.all_reduce(acc_t);
-  acc_t = acc_t.cpu();
+  sums.all_reduce(comm_);
   auto gap_t = torch::tensor({gap.sum, gap.n, static_cast<double>(old_row_tokens)}, torch::kFloat64).to(comm_.device());
   comm_.all_reduce(gap_t);
   gap_t = gap_t.cpu();
   auto gmax = torch::tensor({gap.max}, torch::kFloat64).to(comm_.device());
   comm_.all_reduce(gmax, dist::ReduceOp::kMax);
-  const double tokens = acc_t[5].item<double>();
+  const double tokens = sums.tokens;
   m["kept_samples"] = K;
   m["updates"] = U;
   m["padded_response_len"] = L1;
-  m["loss"] = acc_t[0].item<double>();  // summed over updates
-  m["policy_loss"] = acc_t[1].item<double>();
-  m["kl"] = tokens > 0 ? acc_t[3].item<double>() / tokens : 0.0;
-  m["clip_fraction"] = tokens > 0 ? acc_t[4].item<double>() / tokens : 0.0;
+  m["loss"] = sums.loss;  // summed over updates
+  m["policy_loss"] = sums.policy;
+  m["kl"] = tokens > 0 ? sums.kl_token / tokens : 0.0;
+  m["clip_fraction"] = tokens > 0 ? sums.clipped / tokens : 0.0;
   m["target_tokens"] = static_cast<int64_t>(tokens);
-  m["row_tokens"] = static_cast<int64_t>(acc_t[6].item<double>());
+  m["row_tokens"] = static_cast<int64_t>(sums.row_tokens);
   m["old_logp_row_tokens"] = static_cast<int64_t>(gap_t[2].item<double>());  // scored by the no-grad pass
-  m["grad_norm"] = U > 0 ? acc[7] / static_cast<double>(U) : 0.0;
+  m["grad_norm"] = U > 0 ? sums.grad_norm / static_cast<double>(U) : 0.0;
   m["logp_gap_mean"] = gap_t[1].item<double>() > 0 ? gap_t[0].item<double>() / gap_t[1].item<double>() : 0.0;
   m["logp_gap_max"] = gmax.cpu().item<double>();
   return m;
@@ -244,7 +256,7 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
 
 void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
                              const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
-                             std::vector<double>& acc, bool own_old, Gap& gap) {
+                             UpdateSums& sums, bool own_old, Gap& gap) {
   auto& cm = compute_model();
   grad_flat_.zero_();
   attach_grads(master_params_, grad_flat_);  // (in case someone reset a gradient)
@@ -279,13 +291,13 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
       grad_flat_.add_(compute_grad_flat_);
       compute_grad_flat_.zero_();
     }
-    acc[0] += out.loss.item<double>();
-    acc[1] += out.policy_sum;
-    acc[2] += out.kl_sum;
-    acc[3] += out.kl_token_sum;
-    acc[4] += static_cast<double>(out.clipped);
-    acc[5] += static_cast<double>(out.tokens);
-    acc[6] += static_cast<double>(batch.rows * batch.row_tokens);
+    sums.loss += out.loss.item<double>();
+    sums.policy += out.policy_sum;
+    sums.kl += out.kl_sum;
+    sums.kl_token += out.kl_token_sum;
+    sums.clipped += static_cast<double>(out.clipped);
+    sums.tokens += static_cast<double>(out.tokens);
+    sums.row_tokens += static_cast<double>(batch.rows * batch.row_tokens);
   }
   sync_device();
   Timer t_ar;
@@ -298,7 +310,7 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
   Timer t_opt;
   {
     RECORD_USER_SCOPE("dice::optimizer");
-    acc[7] += clip_grad_norm_flat(grad_flat_, cfg_.optim.grad_clip);
+    sums.grad_norm += clip_grad_norm_flat(grad_flat_, cfg_.optim.grad_clip);
     if (adam_) {
       adam_->step(cfg_.optim.lr);
       if (cfg_.optim.zero1) sync_zero1();

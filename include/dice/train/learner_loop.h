@@ -61,9 +61,10 @@ class LearnerLoop {
   struct MicroBatch;
   std::vector<MicroBatch> micro_batches(const std::vector<Item>& items, int64_t update) const;
   struct Gap;
+  struct UpdateSums;
   void run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
                   const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
-                  std::vector<double>& acc, bool own_old, Gap& gap);
+                  UpdateSums& sums, bool own_old, Gap& gap);
   void sync_zero1();
   void refresh_compute();
   void sync_device() const;
