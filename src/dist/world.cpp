@@ -61,9 +61,31 @@ World::World(int* argc, char*** argv, const WorldOptions& opts) {
     role_ = rank_ < opts.num_learners ? Role::kLearner : Role::kActor;
   }
   DICE_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(role_), rank_, &role_comm_));
+  DICE_CHECK_MPI(MPI_Comm_rank(role_comm_, &role_rank_));
   log::set_identity(rank_, size_, role_name(role_));
   timeout_s_ = opts.timeout_s;
   add_abort_hook(abort_mpi_hook);
+}
+
+SubComm SubComm::split(MPI_Comm parent, bool member, int key) {
+  SubComm s;
+  DICE_CHECK_MPI(MPI_Comm_split(parent, member ? 0 : MPI_UNDEFINED, key, &s.comm_));
+  return s;
+}
+
+SubComm::~SubComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+SubComm& SubComm::operator=(SubComm&& o) noexcept {
+  if (this != &o) {
+    SubComm gone(std::move(*this));  // frees ours
+    comm_ = o.comm_;
+    o.comm_ = MPI_COMM_NULL;
+  }
+  return *this;
 }
 
 World::~World() {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
@@ -455,23 +456,54 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
   r["max_abs_error"] = pass.worst;
   if (pass.evidence.is_object()) r["evidence"] = pass.evidence;
   r["flags"] = nlohmann::json::array();
+  // What the candidate's clock leaves unexplained of the executor's, beyond what the protocol cost
+  // in the same process before any candidate code ran (same inputs, outputs of the same size). Loose
+  // on purpose (a busy machine's scheduling noise is milliseconds): it catches a clock that hides
+  // most of the time a call takes; smaller forgeries are bounded by the plausibility re-measure.
+  auto clock_gap = [](const Pass& p) {
+    const double ms = median(p.ms), host = median(p.host_ms), overhead = std::max(0.0, median(p.protocol_ms));
+    const bool suspect = !(ms > 0) || host - ms - overhead > 5.0 + 0.5 * host;
+    return std::make_tuple(suspect, str("the candidate's clock says ", ms, " ms per call, the judge's host clock ",
+                                        host, " ms (the call protocol costs ", overhead, " ms)"));
+  };
+  if (ok && !timing.empty() && std::get<0>(clock_gap(pass)) && !seeds_of("remeasure_seeds").empty()) {
+    // A gap is confirmed before it is a verdict: the timed calls again in a fresh process, its protocol
+    // cost calibrated again, on fresh hidden inputs (seeds of their own). A machine busy during the
+    // first measurement (seen in CI on 2 cores: an honest candidate's host time 16 ms for a 0.3 ms
+    // call) is not the candidate's fault; a clock that hides the time does so again.
+    const std::string first = std::get<1>(clock_gap(pass));
+    std::vector<uint64_t> confirm;
+    for (auto x : seeds_of("remeasure_seeds")) confirm.push_back(x ^ 0x5EC0ADC10CCULL);
+    Pass again;
+    ExecOutcome second;
+    if (!evaluate(req, confirm, 0, again, second, timeout_s)) {
+      out.failure = second.failure;
+      out.log_tail = "confirming the timing in a fresh process: " + second.log_tail;
+      ok = false;
+    } else if (std::get<0>(clock_gap(again))) {
+      out.failure = Failure::kTimingTampered;
+      out.log_tail = first + "; again in a fresh process: " + std::get<1>(clock_gap(again));
+      ok = false;
+    } else {
+      r["flags"].push_back("timing_remeasured");  // the first measurement's gap was not the candidate's
+      r["first_timing"] = first;
+      pass.ms = again.ms;
+      pass.host_ms = again.host_ms;
+      pass.ref_ms = again.ref_ms;
+      pass.ref_host_ms = again.ref_host_ms;
+      pass.protocol_ms = again.protocol_ms;
+    }
+  }
   if (ok && !timing.empty()) {
     const double ms = median(pass.ms), host = median(pass.host_ms);
     const double ref_ms = median(pass.ref_ms), ref_host = median(pass.ref_host_ms);
-    // What the candidate's clock leaves unexplained of the executor's, beyond what the protocol
-    // cost in the same process before any candidate code ran (same inputs, outputs of the same size).
-    const double overhead_ms = std::max(0.0, median(pass.protocol_ms));
-    const double unexplained_ms = host - ms - overhead_ms;
     r["runtime_ms"] = ms;
     r["host_ms"] = host;
     r["ref_runtime_ms"] = ref_ms;
     r["ref_host_ms"] = ref_host;
-    // Loose on purpose (a busy machine's scheduling noise is milliseconds): it catches a clock that
-    // hides most of the time a call takes; smaller forgeries are bounded by the plausibility re-measure.
-    if (!(ms > 0) || unexplained_ms > 5.0 + 0.5 * host) {
+    if (std::get<0>(clock_gap(pass))) {
       out.failure = Failure::kTimingTampered;
-      out.log_tail = str("the candidate's clock says ", ms, " ms per call, the judge's host clock ", host,
-                         " ms (the call protocol costs ", overhead_ms, " ms)");
+      out.log_tail = std::get<1>(clock_gap(pass));
       ok = false;
     } else {
       double speedup = ref_ms / ms, speedup_host = host > 0 ? ref_host / host : -1;

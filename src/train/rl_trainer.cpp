@@ -182,19 +182,6 @@ void set_rng_state_bytes(const std::string& b) {
   gen.set_state(t);
 }
 
-// An MPI communicator this process owns (freed on destruction).
-struct OwnedMpiComm {
-  MPI_Comm comm = MPI_COMM_NULL;
-  OwnedMpiComm() = default;
-  OwnedMpiComm(const OwnedMpiComm&) = delete;
-  OwnedMpiComm& operator=(const OwnedMpiComm&) = delete;
-  ~OwnedMpiComm() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
-  }
-};
-
 // One `dice train` invocation on this rank: the setup in the constructor, then run().
 class Run {
  public:
@@ -231,7 +218,7 @@ class Run {
   ckpt::TrainState state_;
   std::optional<model::Transformer> master_, actor_model_, reference_;
   std::unique_ptr<dist::Comm> role_comm_, world_comm_, sync_comm_;
-  OwnedMpiComm sync_mpi_;
+  dist::SubComm sync_mpi_;  // learner 0 + the actors (split roles)
   std::optional<LearnerLoop> learner_;
   std::optional<ActorLoop> actor_;
   int64_t step_ = 0, version_ = 0;
@@ -245,7 +232,7 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
   is_learner_ = world.role() != dist::Role::kActor;
   is_actor_ = world.role() != dist::Role::kLearner;
   num_learners_ = colocated_ ? world.size() : cfg.dist.num_learners;
-  MPI_Comm_rank(world.role_comm(), &role_rank_);
+  role_rank_ = world.role_rank();
 
   // ---- everything a user can get wrong is refused here, before any work ----
   model_src_ = resolve_model(cfg.model, "model");
@@ -313,9 +300,8 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
   role_comm_ = dist::make_comm(world.role_comm(), device_, opts(colocated_ ? "ranks" : is_learner_ ? "learners" : "actors"));
   if (!colocated_) {
     world_comm_ = dist::make_comm(world.comm(), device_, opts("world"));
-    const int color = (world.rank() == 0 || is_actor_) ? 0 : MPI_UNDEFINED;
-    MPI_Comm_split(world.comm(), color, world.rank(), &sync_mpi_.comm);
-    if (sync_mpi_.comm != MPI_COMM_NULL) sync_comm_ = dist::make_comm(sync_mpi_.comm, device_, opts("weights"));
+    sync_mpi_ = dist::SubComm::split(world.comm(), world.rank() == 0 || is_actor_, world.rank());
+    if (sync_mpi_.member()) sync_comm_ = dist::make_comm(sync_mpi_.comm(), device_, opts("weights"));
   }
   if (is_learner_) learner_.emplace(cfg, *master_, *role_comm_, reference_);
   if (is_actor_) actor_.emplace(cfg, *actor_model_, *tok_, *role_comm_);

@@ -24,6 +24,25 @@ struct WorldOptions {
   double timeout_s = 1800;    // control collectives that wait longer abort the job with a message (<= 0: never)
 };
 
+// A communicator of some of the world's ranks, owned by this process (freed on destruction, unless
+// MPI was finalized first). comm() is MPI_COMM_NULL on the ranks that are not members.
+class SubComm {
+ public:
+  SubComm() = default;
+  // Every rank of `parent` calls it; the members, ordered by `key`, get the new communicator.
+  static SubComm split(MPI_Comm parent, bool member, int key);
+  ~SubComm();
+  SubComm(SubComm&& o) noexcept : comm_(o.comm_) { o.comm_ = MPI_COMM_NULL; }
+  SubComm& operator=(SubComm&& o) noexcept;
+  SubComm(const SubComm&) = delete;
+  SubComm& operator=(const SubComm&) = delete;
+  MPI_Comm comm() const { return comm_; }
+  bool member() const { return comm_ != MPI_COMM_NULL; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
 class World {
  public:
   // Initializes MPI if needed (finalized by the destructor of the World that initialized it).
@@ -40,6 +59,7 @@ class World {
   Role role() const { return role_; }
   MPI_Comm comm() const { return MPI_COMM_WORLD; }
   MPI_Comm role_comm() const { return role_comm_; }
+  int role_rank() const { return role_rank_; }  // this rank's index among the ranks of its role
   const std::string& host() const { return host_; }
 
   // The GPU this rank should use: local_rank mod visible devices (-1 when there are none).
@@ -58,7 +78,7 @@ class World {
   [[noreturn]] void abort(const std::string& why) const;
 
  private:
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, role_rank_ = 0;
   Role role_ = Role::kColocated;
   MPI_Comm role_comm_ = MPI_COMM_NULL;
   std::string host_;
