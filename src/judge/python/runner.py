@@ -68,8 +68,8 @@ def install_extensions(req):
 
 def warm_up(device, caller):
     """Starts what the runtime starts lazily (CUDA context, profiler) before the judge counts our threads.
-    The profiler records CPU ops only: CUPTI (about 3 s of CPU in every process on the GPU node) starts
-    on the judge's "cupti" request, for candidates whose extensions do not count their launches."""
+    The profiler records CPU ops only: CUPTI starts on the judge's "cupti" request, for candidates
+    whose extensions do not count their launches."""
     x = torch.ones(8, device=device)
     caller.call(lambda t: t * 2, (x,), record=True)
 
