@@ -94,8 +94,8 @@ struct JudgeConfig {
              "(auto: reject on level-1 tasks, where one op is the whole task; warn above, where partial fusions are normal)");
     v.choice("kernel_record", kernel_record, {"auto", "cupti"},
              "how a GPU candidate's own kernels are seen for own_kernel: auto = the launches its fast-built "
-             "extensions count (CUPTI, about 3 s of CPU per process, only for extensions that do not count "
-             "every launch), cupti = always the profiler's CUDA kernel record");
+             "extensions count (the profiler's CUPTI record only for extensions that do not count every "
+             "launch), cupti = always the profiler's CUDA kernel record");
     v("light_headers", light_headers, "without a precompiled header: try lighter torch headers first");
     v("light_cuda", light_cuda, "compile .cu files first without their torch/extension.h include, then as written");
     v("precompiled_header", precompiled_header, "precompile torch/extension.h once per toolchain");
