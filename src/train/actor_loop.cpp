@@ -89,7 +89,8 @@ nlohmann::json ActorLoop::evaluate(const StageData& st, int64_t samples, int64_t
       queue.submit(s, job_for(st.tasks[static_cast<size_t>(s / samples)], rec.response_ids));
     });
     // noise streams of their own: training's are step * N_train + sample, far below 2^62
-    if (!prompts.empty()) sampler_->generate(prompts, (uint64_t{1} << 62) + static_cast<uint64_t>(step * N + shard.begin));
+    const uint64_t first = (uint64_t{1} << 62) + static_cast<uint64_t>(step * N + shard.begin);
+    if (!prompts.empty()) sampler_->generate(prompts, first);
   }
   int64_t correct = 0, compiled = 0, fast_1 = 0;
   std::map<std::string, int64_t> failures;

@@ -59,7 +59,8 @@ def main():
     ev = harness.evidence(Prof(events), True, names)
     own, lib = ev["own_kernels"], ev["library_kernels"]
     for k in ("gemm_kernel(float const*, float const*, float*, int)",
-              "void cast_kernel<float, 2>(float const*, float*, int)", "ops::scale(float*, float)", "my_other_kernel(float*)"):
+              "void cast_kernel<float, 2>(float const*, float*, int)", "ops::scale(float*, float)",
+              "my_other_kernel(float*)"):
         check(k[:80] in own, "own: " + k)
     for k in ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, float*)",
               "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_cublas"):

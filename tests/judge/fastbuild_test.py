@@ -241,7 +241,8 @@ def test_build():
         first = fb.build(norm, "a1" * 32, settings, first_dir, ext.forbidden_flag)
         check(first["status"] == "ok" and first["cached_parts"] == [] and
               set(first["parts"]) == {"host.part.o", "device.part.o", "device2.part.o"},
-              "a first build compiles every part and reports them: %s" % {k: first.get(k) for k in ("parts", "cached_parts")})
+              "a first build compiles every part and reports them: %s"
+              % {k: first.get(k) for k in ("parts", "cached_parts")})
         for f, key in first.get("parts", {}).items():
             shutil.copyfile(os.path.join(os.path.dirname(first["so"]), f), os.path.join(cache, "parts", key + ".o"))
         variant = dict(norm, cuda_sources=[c.replace("ceil_div(n, 256), 256, 0, 0", "ceil_div(n, 128), 128, 0, 0")
@@ -250,10 +251,11 @@ def test_build():
         second = fb.build(variant, "a2" * 32, settings, second_dir, ext.forbidden_flag)
         check(second["status"] == "ok" and sorted(second["cached_parts"]) == ["device", "device2"],
               "the variant takes device and device2 from the cache: %s" % second.get("cached_parts"))
-        r = subprocess.run([sys.executable, "-c", code.replace(ans["so"], second["so"]).replace(ans["name"], second["name"])],
-                           capture_output=True, text=True, env=env)
+        code2 = code.replace(ans["so"], second["so"]).replace(ans["name"], second["name"])
+        r = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, env=env)
         check(r.returncode == 0 and "RAISED launch failed:" in r.stdout and "COUNTS ['scale_kernel'" in r.stdout,
-              "the variant built from cached parts imports, launches and counts: %s %s" % (r.stdout[-300:], r.stderr[-300:]))
+              "the variant built from cached parts imports, launches and counts: %s %s"
+              % (r.stdout[-300:], r.stderr[-300:]))
         # a host part that needs more of the frontend than torch/types.h: compiled again on the full header
         full = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
                               "cuda_sources": PRELUDE + "#include <torch/extension.h>\n"

@@ -16,7 +16,8 @@ import sys
 import time
 
 HZ = os.sysconf("SC_CLK_TCK")
-KINDS = (("c++-header", "precompiled header (g++)"), ("runner.py", "candidate process (runner.py)"), ("reference.py", "reference process"),
+KINDS = (("c++-header", "precompiled header (g++)"), ("runner.py", "candidate process (runner.py)"),
+         ("reference.py", "reference process"),
          ("compile.py", "compile step (compile.py)"), ("fastbuild", "fast builder (python)"),
          ("ext.py", "ext.py (builder / make-pch)"), ("cc1plus", "g++ (cc1plus)"), ("cicc", "cicc"),
          ("ptxas", "ptxas"), ("cudafe++", "cudafe++"), ("fatbinary", "fatbinary"), ("nvlink", "nvlink"),
@@ -83,7 +84,8 @@ def main():
         if s >= 1:
             print("  %-34s %5d processes %8.1f CPU-s" % (k, n, s))
     with open(out, "w") as f:
-        json.dump({"wall_s": wall, "machine_busy_s": machine, "by_kind": {k: {"n": n, "cpu_s": s} for k, (n, s) in rows}}, f, indent=1)
+        json.dump({"wall_s": wall, "machine_busy_s": machine,
+                   "by_kind": {k: {"n": n, "cpu_s": s} for k, (n, s) in rows}}, f, indent=1)
     sys.exit(proc.returncode)
 
 
