@@ -115,7 +115,9 @@ def test_split():
     for src, what in (("void f(float* p) { cudaLaunchKernel((void*)k, 1, 1, nullptr, 0, 0); k<<<1, 1>>>(p); }",
                        "a cudaLaunchKernel call"),
                       ("void f(float* p, cudaGraphExec_t g) { k<<<1, 1>>>(p); cudaGraphLaunch(g, 0); }",
-                       "a graph replay")):
+                       "a graph replay"),
+                      ("#define GO(p) cudaLaunchKernel((void*)k, 1, 1, nullptr, 0, 0)\n"
+                       "void f(float* p) { GO(p); k<<<1, 1>>>(p); }", "a launch call inside a macro")):
         _, _, inf = fb.split_cuda(PRELUDE + "__global__ void k(float* p) { *p = 1; }\n" + src)
         check(inf["uncounted"], "launches not counted completely: " + what)
     check("float sq(" not in host, "tricky: __device__ functions stay out of the host part")

@@ -455,6 +455,12 @@ def _declaration_of(src, item):
 # thrust) start library kernels, which the own-kernel rule does not count either way.
 OTHER_LAUNCHES = re.compile(r"^(cuda\w*Launch\w*|cu\w*Launch\w*|\w*Graph\w*|cudaStreamBeginCapture\w*)$")
 
+
+def _other_launches(text):
+    """The names in text (macro bodies and literals included: a doubt means CUPTI) that start kernels
+    another way than `<<<>>>`."""
+    return sorted({w for w in re.findall(r"[A-Za-z_]\w*", text) if OTHER_LAUNCHES.match(w)})
+
 # Macros nvcc defines in its host pass too, and g++ does not: a source that tests them would take
 # another branch in the host part.
 NVCC_ONLY_MACROS = re.compile(r"\b__(CUDACC|NVCC|CUDACC_[A-Z_]+|NVCC_[A-Z_]+)__\b")
@@ -532,7 +538,7 @@ def split_cuda(src):
     if unknown:
         raise Unsupported("a launch of %s, which is not a kernel of this source" % unknown[0])
     # every launch of the host part is counted, unless it can start kernels another way
-    other = sorted({t.text for t in tokenize(host_src) if t.kind == "ident" and OTHER_LAUNCHES.match(t.text)})
+    other = _other_launches(host_src)
     return "\n".join(dev), host_src, {"kernels": sorted(kernels), "templates": sorted(templates),
                                       "launches": len(launched), "counted": sorted(index, key=index.get),
                                       "uncounted": other}
@@ -712,13 +718,13 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     bind_header = recipe.get("bind_header", "")
     bound = (_bound_main(norm, '#include "%s"' % (bind_header or "dice_full.h"), light=bool(bind_header))
              if recipe.get("binding") else None)
+    main_text = bound or pybind_main(norm, '#include "dice_full.h"')
     with open(os.path.join(d, "main.cpp"), "w") as fh:
-        fh.write(bound or pybind_main(norm, '#include "dice_full.h"'))
+        fh.write(main_text)
     steps = {}
     parts = Parts(settings, d, name, norm)
     jobs = [("main", _fill(recipe["cpp_compile"], name=name, src="main.cpp", obj="main.o",
-                           inc=_q(includes + ["-I" + pch_dir]), extra=_q(user_cflags)), "main.o",
-             bound or pybind_main(norm, '#include "dice_full.h"'))]
+                           inc=_q(includes + ["-I" + pch_dir]), extra=_q(user_cflags)), "main.o", main_text)]
     objs = ["main.o"]
     split = None
     if norm["cuda_sources"]:
@@ -784,8 +790,7 @@ def build(norm, key, settings, out_dir, forbidden_flag):
             return {"status": "fallback", "log": "fast build: link failed:\n" + logs["link"][-3000:], "steps": steps}
         return {"status": "compile_error", "log": logs["link"][-6000:], "steps": steps}
     # every launch of the source's own kernels is counted: the judge needs no CUPTI for its evidence
-    counter = split is not None and not split[2]["uncounted"] and not any(
-        t.kind == "ident" and OTHER_LAUNCHES.match(t.text) for c in norm["cpp_sources"] for t in tokenize(c))
+    counter = split is not None and not split[2]["uncounted"] and not _other_launches("\n".join(norm["cpp_sources"]))
     return {"status": "ok", "name": name, "so": os.path.join(d, name + ".so"), "header": "fast",
             "binding": bool(bound), "build_s": time.time() - t0, "steps": steps, "launch_counter": counter,
             "parts": parts.made, "cached_parts": parts.hits}
