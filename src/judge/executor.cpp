@@ -268,7 +268,7 @@ class Executor::Candidate {
     }
     ::close(fd);
     auto opts = sandboxed_python(s.sandbox, s.python, {s.harness_dir + "/runner.py", s.cuda ? "cuda" : "cpu"},
-                                 scratch_->path(), {out_path_}, s.uid, s.cuda, {});
+                                 scratch_->path(), {out_path_}, s.uid, s.cuda, s.extra_env);
     // Its outputs go to out_path, as large as the task's outputs are: the runner raises its soft
     // RLIMIT_FSIZE (file_size_mb, what candidate code writes under) up to this hard one to write them.
     opts.sandbox.file_size_hard_bytes = s.sandbox.output_file_mb << 20;
@@ -390,7 +390,7 @@ void Executor::ensure_reference() {
   if (ref_ && ref_->running()) return;
   SandboxConfig plain = s_.sandbox;
   auto opts = sandboxed_python(plain, s_.python, {s_.harness_dir + "/reference.py", s_.cuda ? "cuda" : "cpu"}, xchg_,
-                               {}, -1, s_.cuda, {});
+                               {}, -1, s_.cuda, s_.extra_env);
   opts.sandbox.enabled = false;  // trusted code only; candidates cannot reach it (other uid, own pid namespace)
   // It runs no candidate code, so a start that failed is tried again once before it is an error.
   std::string why;

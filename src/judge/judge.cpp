@@ -78,7 +78,12 @@ int ranks_on_this_node() {
 
 namespace {
 
-std::string probe_toolchain(const std::string& python, const std::string& harness_dir) {
+struct Toolchain {
+  std::string identity;  // the build-cache key's toolchain part (probe.py's last line)
+  bool bytecode_in_place = true;  // torch's bytecode beside its sources
+};
+
+Toolchain probe_toolchain(const std::string& python, const std::string& harness_dir) {
   proc::SpawnOptions o;
   o.argv = {python, harness_dir + "/probe.py"};
   o.inherit_env = true;
@@ -88,7 +93,25 @@ std::string probe_toolchain(const std::string& python, const std::string& harnes
   std::string out = r.out;
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   size_t nl = out.rfind('\n');
-  return nl == std::string::npos ? out : out.substr(nl + 1);
+  return {nl == std::string::npos ? out : out.substr(nl + 1),
+          out.find("bytecode_in_place false") == std::string::npos};
+}
+
+// torch's bytecode (and the harness's) compiled into dir by the judge's Python, as this process's
+// user, before any sandboxed process starts; a stamp per toolchain skips it next time.
+void compile_bytecode(const std::string& python, const std::string& harness_dir, const std::string& dir,
+                      const std::string& toolchain) {
+  const std::string stamp = dir + "/compiled-" + hash::sha256_hex(toolchain + harness_dir).substr(0, 16);
+  if (fs::exists(stamp)) return;
+  Timer t;
+  proc::SpawnOptions o;
+  o.argv = {python, harness_dir + "/bytecode.py", dir};
+  o.inherit_env = true;
+  auto r = proc::run(o, 600);
+  DICE_REQUIRE(r.status.exited && r.status.code == 0, "judge: compiling Python bytecode into ", dir, " failed: ",
+               r.err.substr(r.err.size() > 600 ? r.err.size() - 600 : 0));
+  fs::write_file_atomic(stamp, toolchain + "\n");
+  log::info("judge: Python bytecode of torch and the harness compiled into ", dir, " in ", t.elapsed_s(), " s");
 }
 
 void make_dir(const std::string& path, mode_t mode) {
@@ -269,7 +292,18 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   impl_->files_dir = cfg_.scratch_root + "/files";
   make_dir(impl_->files_dir, 0755);
 
-  toolchain_ = probe_toolchain(cfg_.python, cfg_.harness_dir);
+  const Toolchain probed = probe_toolchain(cfg_.python, cfg_.harness_dir);
+  toolchain_ = probed.identity;
+  std::vector<std::string> python_env;  // for every Python the judge starts
+  if (cfg_.bytecode_cache == "always" || (cfg_.bytecode_cache == "auto" && !probed.bytecode_in_place)) {
+    const std::string dir = cfg_.cache_root + "/pycache";
+    make_dir(dir, 0755);
+    if (!probed.bytecode_in_place)
+      log::info("judge: torch in ", cfg_.python, " has no bytecode beside its sources: every Python the judge "
+                "starts reads it from ", dir);
+    compile_bytecode(cfg_.python, cfg_.harness_dir, dir, toolchain_);
+    python_env.push_back("PYTHONPYCACHEPREFIX=" + dir);
+  }
   auto tc = nlohmann::json::parse(toolchain_, nullptr, false);
   bool cuda_available = !tc.is_discarded() && tc.value("cuda_available", false);
   impl_->cuda = cfg_.device == "cuda" || (cfg_.device == "auto" && cuda_available);
@@ -345,6 +379,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cs.slot_offset = cfg_.executors;  // executors take slots 0..executors-1
   if (impl_->cuda && !tc.is_discarded() && !tc.value("arch", "").empty())
     cs.extra_env.push_back("TORCH_CUDA_ARCH_LIST=" + tc.value("arch", ""));  // one target arch
+  cs.extra_env.insert(cs.extra_env.end(), python_env.begin(), python_env.end());
   impl_->pool = std::make_unique<CompilePool>(cs);
 
   // CUDA inside the sandbox: checked now, so a machine where it cannot work fails with a way
@@ -402,6 +437,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     es.plausible_speedup = cfg_.plausible_speedup;
     es.sandbox = exec_sandbox;
     es.phases = impl_->phases;
+    es.extra_env = python_env;
     es.uid = impl_->uid_base >= 0 ? impl_->uid_base + i : -1;
     impl_->executors.push_back(std::make_unique<Executor>(es, i));
   }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "dice/judge/reward.h"
@@ -76,6 +78,31 @@ TEST(Judge, CompileTimeoutIsItsOwnClass) {
   code.replace(code.find("relu_forward(torch::Tensor x) {"), 31, "relu_forward(torch::Tensor x) { /* timeout */");
   auto v = judge.judge({code_job(relu, code)});
   EXPECT_EQ(v[0].failure, Failure::kCompileTimeout) << failure_name(v[0].failure) << v[0].log_tail;
+}
+
+// judge.bytecode_cache: torch's and the harness's bytecode compiled once into <cache_root>/pycache,
+// and every Python the judge starts (here the candidate process) reads from there.
+TEST(Judge, BytecodeCacheServesThePythonsItStarts) {
+  Task relu = cpu_task("relu");
+  JudgeConfig cfg = test_config();
+  cfg.bytecode_cache = "always";
+  const std::string dir = cfg.cache_root + "/pycache";
+  const std::string tell = replace_all(candidate("relu_honest.py"), "        return relu_ext.relu_forward(x)",
+                                       "        import sys\n        raise RuntimeError('prefix=' + str(sys.pycache_prefix))");
+  Judge judge(cfg);
+  auto v = judge.judge({code_job(relu, candidate("relu_honest.py")), code_job(relu, tell)});
+  EXPECT_TRUE(v[0].correct) << failure_name(v[0].failure) << ": " << v[0].log_tail;
+  EXPECT_EQ(v[1].failure, Failure::kRuntimeError) << failure_name(v[1].failure) << ": " << v[1].log_tail;
+  EXPECT_NE(v[1].log_tail.find("prefix=" + dir), std::string::npos) << v[1].log_tail;
+  bool torch_init = false, harness = false, stamp = false;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = e.path().filename().string(), parent = e.path().parent_path().string();
+    torch_init |= name.rfind("__init__.cpython", 0) == 0 && e.path().parent_path().filename() == "torch";
+    harness |= name.rfind("harness.cpython", 0) == 0 && parent.size() > 16 &&
+               parent.compare(parent.size() - 16, 16, "src/judge/python") == 0;
+    stamp |= name.rfind("compiled-", 0) == 0 && parent == dir;
+  }
+  EXPECT_TRUE(torch_init && harness && stamp) << torch_init << harness << stamp;
 }
 
 TEST(Verdict, JsonRoundTrip) {

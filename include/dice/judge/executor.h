@@ -68,6 +68,7 @@ struct ExecutorSettings {
   SandboxConfig sandbox;
   int uid = -1;
   std::shared_ptr<PhaseTotals> phases;  // seconds per phase of an evaluation, summed (null: not kept)
+  std::vector<std::string> extra_env;  // for the candidate and reference processes (PYTHONPYCACHEPREFIX)
 };
 
 struct ExecOutcome {

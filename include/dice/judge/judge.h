@@ -30,6 +30,7 @@ struct JudgeConfig {
   std::string cache_root = "";        // "" = <scratch_root>/cache (set it to keep builds across runs)
   std::string exchange_dir = "auto";  // auto | scratch | DIR: where executors and the reference exchange tensors
   std::string device = "auto";        // auto | cpu | cuda: which tasks this judge serves
+  std::string bytecode_cache = "auto";  // auto | always | off: torch's bytecode under <cache_root>/pycache
   int compile_workers = 0;            // 0 = auto: the CPUs this rank may use, less the executors (>= 2)
   int executors = 0;                  // 0 = auto: on a GPU half those CPUs, at most 8; on CPUs a quarter (>= 1)
   int spares = 0;                     // 0 = auto: candidate processes started ahead per slot (2 on a GPU, 1 on CPUs)
@@ -73,6 +74,10 @@ struct JudgeConfig {
                                     "room for every slot and sandboxes see it, else under scratch_root; scratch; "
                                     "or a directory");
     v.choice("device", device, {"auto", "cpu", "cuda"}, "device the candidates run on");
+    v.choice("bytecode_cache", bytecode_cache, {"auto", "always", "off"},
+             "Python bytecode of torch and the harness compiled once into <cache_root>/pycache and read by "
+             "every process the judge starts: auto = when torch has none beside its sources (else each "
+             "`import torch` compiles ~1,000 modules: seconds of CPU per candidate process)");
     v("compile_workers", compile_workers, "parallel builds (0 = auto from the CPUs this rank may use)");
     v("executors", executors, "executor slots, each a reference process and fresh candidate processes "
                               "(0 = auto; on a GPU their timed calls never overlap)");

@@ -1,4 +1,6 @@
-"""Toolchain identity for the build-cache key: one JSON line on stdout."""
+"""Toolchain identity for the build-cache key: one JSON line on stdout, the last one. Before it, a line
+`bytecode_in_place true|false`: whether torch's bytecode lies beside its sources (not part of the key)."""
+import importlib.util
 import json
 import os
 import platform
@@ -24,6 +26,11 @@ info = {
                            text=True).stdout.splitlines() or [""])[0],
     "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
 }
+# Is torch's bytecode beside its sources? (If not, every process that imports torch compiles it.)
+sys.pycache_prefix = None
+in_place = all(os.path.exists(importlib.util.cache_from_source(f))
+               for f in (torch.__file__, torch.nn.functional.__file__, torch._tensor.__file__))
+print("bytecode_in_place", "true" if in_place else "false")
 if torch.cuda.is_available():
     cap = torch.cuda.get_device_capability(0)
     info["device"] = torch.cuda.get_device_name(0)
