@@ -73,48 +73,35 @@ rl::TraceBatch collate_rows(const std::vector<std::pair<size_t, size_t>>& which,
 
 }  // namespace
 
+namespace {
+MasterWeightsOptions weights_options(const RlRunConfig& cfg, const model::Transformer& master, const dist::Comm& comm,
+                                     bool optimizer) {
+  MasterWeightsOptions o;
+  o.compute_dtype = compute_dtype_for(cfg.optim.compute_dtype, master->device(), master->dtype());
+  o.optimizer = optimizer;
+  o.adam = {cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay};
+  o.zero1 = cfg.optim.zero1;
+  o.shard = cfg.optim.zero1 ? comm.rank() : 0;
+  o.shards = cfg.optim.zero1 ? comm.size() : 1;
+  return o;
+}
+}  // namespace
+
 LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
                          std::optional<model::Transformer> reference, Options opts)
-    : cfg_(cfg), model_(std::move(master)), comm_(learners), reference_(std::move(reference)), opts_(opts) {
+    : cfg_(cfg),
+      weights_(master, weights_options(cfg, master, learners, opts.optimizer)),
+      comm_(learners),
+      reference_(std::move(reference)),
+      opts_(opts) {
   score_.fast = cfg.trace.fast;
   score_.attn_chunk = cfg.trace.attn_chunk;
   score_.logit_chunk = cfg.trace.logit_chunk;
   score_.checkpoint = cfg.optim.checkpoint_layers;
-  AdamW::Named named;
-  int64_t total = 0;
-  for (auto& p : model_->named_parameters()) {
-    named.emplace_back(p.key(), p.value());
-    master_params_.push_back(p.value());
-    total += p.value().numel();
-  }
-  const auto dev = model_->device();
-  grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
-  attach_grads(master_params_, grad_flat_);
-  const auto cdt = compute_dtype_for(cfg.optim.compute_dtype, model_->device(), model_->dtype());
-  if (cdt != model_->dtype()) {
-    compute_.emplace(model_->config(), cdt, dev);
-    for (auto& p : (*compute_)->named_parameters()) compute_params_.push_back(p.value());
-    compute_grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(cdt).device(dev));
-    attach_grads(compute_params_, compute_grad_flat_);
-    refresh_compute();
-  }
-  if (opts_.optimizer) {
-    AdamWOptions o{cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay};
-    adam_ = std::make_unique<AdamW>(std::move(named), o, cfg.optim.zero1 ? comm_.rank() : 0,
-                                    cfg.optim.zero1 ? comm_.size() : 1);
-  }
-}
-
-std::vector<torch::Tensor> LearnerLoop::params() const { return master_params_; }
-
-void LearnerLoop::refresh_compute() {
-  if (!compute_) return;
-  torch::NoGradGuard ng;
-  for (size_t i = 0; i < master_params_.size(); ++i) compute_params_[i].copy_(master_params_[i]);
 }
 
 void LearnerLoop::sync_device() const {
-  if (opts_.sync_timing && model_->device().is_cuda()) torch::cuda::synchronize();
+  if (opts_.sync_timing && model()->device().is_cuda()) torch::cuda::synchronize();
 }
 
 std::vector<LearnerLoop::MicroBatch> LearnerLoop::micro_batches(const std::vector<Item>& items, int64_t u) const {
@@ -145,12 +132,12 @@ std::vector<LearnerLoop::MicroBatch> LearnerLoop::micro_batches(const std::vecto
 
 nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   nlohmann::json m;
-  const auto dev = model_->device();
+  const auto dev = model()->device();
   // ---- rows ----
   Timer t_rows;
   rl::TraceOptions to;
-  to.block_size = model_->config().block_size;
-  to.mask_token_id = model_->config().mask_token_id;
+  to.block_size = model()->config().block_size;
+  to.mask_token_id = model()->config().mask_token_id;
   to.shrink = cfg_.trace.shrink;
   to.layout = cfg_.trace.layout;
   std::vector<Item> items;
@@ -193,7 +180,7 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
   // ---- old log-probs (and the frozen reference's), before any update ----
   // The first update's own forward gives its old log-probs (run_update); this pass scores the
   // later updates' micro-batches, and every micro-batch on the reference model when there is one.
-  refresh_compute();  // the master may have been changed in place (checkpoint load, weight broadcast)
+  weights_.refresh_compute();  // the master may have been changed in place (checkpoint load, weight broadcast)
   sync_device();
   Timer t_old;
   Gap gap;
@@ -258,15 +245,10 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
                              const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
                              UpdateSums& sums, bool own_old, Gap& gap) {
   auto& cm = compute_model();
-  grad_flat_.zero_();
-  attach_grads(master_params_, grad_flat_);  // (in case someone reset a gradient)
-  if (compute_) {
-    compute_grad_flat_.zero_();
-    attach_grads(compute_params_, compute_grad_flat_);
-  }
+  weights_.zero_grads();
   const auto& norm = cfg_.loss.norm;
   for (auto& mb : mbs) {
-    const auto batch = collate_rows(mb.rows, rows_of_item, model_->device(), score_);
+    const auto batch = collate_rows(mb.rows, rows_of_item, model()->device(), score_);
     auto tr = batch.target_traj_N.accessor<int64_t, 1>();
     const int64_t N = batch.target_traj_N.size(0);
     std::vector<double> adv(static_cast<size_t>(N)), w(static_cast<size_t>(N));
@@ -277,7 +259,7 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
              : norm == "token_mean" ? 1.0 / targets
                                     : 1.0 / (static_cast<double>(it.targets) * responses);
     }
-    auto dev = model_->device();
+    auto dev = model()->device();
     auto lp = rl::token_logprobs(cm, batch, score_);
     if (own_old) {  // no optimizer step yet in this step: these are the old log-probs
       mb.old_lp = lp.detach().to(torch::kFloat32);
@@ -286,11 +268,7 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
     auto out = rl::tracerl_loss(lp, mb.old_lp, mb.ref_lp, torch::tensor(adv, torch::kFloat64).to(dev),
                                 torch::tensor(w, torch::kFloat64).to(dev), cfg_.loss);
     out.loss.backward();
-    if (compute_) {  // this micro-batch's gradients into the fp32 buffer
-      torch::NoGradGuard ng;
-      grad_flat_.add_(compute_grad_flat_);
-      compute_grad_flat_.zero_();
-    }
+    weights_.accumulate();  // this micro-batch's gradients into the fp32 buffer
     sums.loss += out.loss.item<double>();
     sums.policy += out.policy_sum;
     sums.kl += out.kl_sum;
@@ -303,24 +281,21 @@ void LearnerLoop::run_update(std::vector<MicroBatch>& mbs, const std::vector<std
   Timer t_ar;
   if (comm_.size() > 1) {
     RECORD_USER_SCOPE("dice::allreduce");
-    comm_.all_reduce(grad_flat_);  // every gradient at once (one buffer)
+    weights_.all_reduce(comm_);  // every gradient at once (one buffer)
   }
   sync_device();
   time_allreduce_ += t_ar.elapsed_s();
   Timer t_opt;
   {
     RECORD_USER_SCOPE("dice::optimizer");
-    sums.grad_norm += clip_grad_norm_flat(grad_flat_, cfg_.optim.grad_clip);
-    if (adam_) {
-      adam_->step(cfg_.optim.lr);
-      if (cfg_.optim.zero1) sync_zero1();
-      refresh_compute();
+    sums.grad_norm += weights_.clip(cfg_.optim.grad_clip);
+    if (weights_.has_optimizer()) {
+      weights_.step(cfg_.optim.lr, comm_, cfg_.dist.bucket_mb << 20);
+      weights_.refresh_compute();
     }
   }
   sync_device();
   time_optimizer_ += t_opt.elapsed_s();
 }
-
-void LearnerLoop::sync_zero1() { broadcast_owned(*adam_, comm_, cfg_.dist.bucket_mb << 20); }
 
 }  // namespace dice::train

@@ -22,7 +22,7 @@
 #include "dice/model/masks.h"
 #include "dice/text/chat.h"
 #include "dice/text/prompt.h"
-#include "dice/train/adamw.h"
+#include "dice/train/master_weights.h"
 #include "dice/train/eval_runner.h"
 #include "dice/train/model_source.h"
 #include "dice/train/rl_config.h"
@@ -374,10 +374,7 @@ class SftRun {
   std::vector<std::string> side_files_;  // of src_.dir, copied into every checkpoint
   run_dir::DirLock lock_;
   torch::Device device_{torch::kCPU};
-  std::optional<model::Transformer> master_, compute_;
-  std::vector<torch::Tensor> master_params_, compute_params_;
-  torch::Tensor grad_flat_, compute_grad_flat_;
-  std::unique_ptr<AdamW> adam_;
+  std::optional<MasterWeights> weights_;  // made once the master's weights are loaded
   std::unique_ptr<dist::Comm> comm_;
   rl::ScoreOptions score_;
   std::vector<SftExample> examples_;
@@ -434,43 +431,31 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
   resume_from_ = plan_run_dir(cfg.out, resume, yaml, src_, world, lock_, sft_key_affects_results, inputs);
 
   // ---- the model: fp32 master weights, a compute-dtype copy when that differs ----
-  master_.emplace(mcfg, torch::kFloat32, device_);
+  model::Transformer master(mcfg, torch::kFloat32, device_);
   if (resume_from_.empty()) {
-    load_into(*master_, load_weights(src_), src_.dir);
+    load_into(master, load_weights(src_), src_.dir);
   } else {
-    load_into(*master_, ckpt::load_model(resume_from_), resume_from_);
+    load_into(master, ckpt::load_model(resume_from_), resume_from_);
     const auto st = ckpt::load_state(resume_from_);
     DICE_REQUIRE(st.stage == "sft", "--resume ", resume_from_, " is a checkpoint of stage '", st.stage,
                  "', not of an SFT run; start SFT from it with --model instead.");
     start_step_ = st.step;
   }
-  AdamW::Named named;
-  int64_t total = 0;
-  for (auto& p : (*master_)->named_parameters()) {
-    named.emplace_back(p.key(), p.value());
-    master_params_.push_back(p.value());
-    total += p.value().numel();
-  }
-  grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
-  attach_grads(master_params_, grad_flat_);
-  const auto cdt = compute_dtype_for(cfg.optim.compute_dtype, device_, torch::kFloat32);
-  if (cdt != torch::kFloat32) {
-    compute_.emplace(mcfg, cdt, device_);
-    for (auto& p : (*compute_)->named_parameters()) compute_params_.push_back(p.value());
-    compute_grad_flat_ = torch::zeros({total}, torch::TensorOptions().dtype(cdt).device(device_));
-    attach_grads(compute_params_, compute_grad_flat_);
-  }
   const bool z1 = cfg.optim.zero1;
-  adam_ = std::make_unique<AdamW>(std::move(named),
-                                  AdamWOptions{cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay},
-                                  z1 ? world.rank() : 0, z1 ? world.size() : 1);
+  MasterWeightsOptions wo;
+  wo.compute_dtype = compute_dtype_for(cfg.optim.compute_dtype, device_, torch::kFloat32);
+  wo.adam = {cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay};
+  wo.zero1 = z1;
+  wo.shard = z1 ? world.rank() : 0;
+  wo.shards = z1 ? world.size() : 1;
+  weights_.emplace(master, wo);
   if (!resume_from_.empty()) {
     const auto shards = ckpt::optim_ranks(resume_from_);
     const int want = z1 ? world.size() : 1;
     DICE_REQUIRE(static_cast<int>(shards.size()) == want, "--resume ", resume_from_, " holds ", shards.size(),
                  " optimizer shard(s); this run needs ", want, " (optim.zero1 ", z1 ? "on" : "off", " over ",
                  world.size(), " rank(s)). Resume with the rank count and optim.zero1 it was written with.");
-    adam_->load(ckpt::load_optim(resume_from_, z1 ? world.rank() : 0));
+    weights_->optimizer().load(ckpt::load_optim(resume_from_, z1 ? world.rank() : 0));
   }
   comm_ = dist::make_comm(world.role_comm(), device_, {"learners", "learner", cfg.timeout_s});
 
@@ -540,13 +525,9 @@ json SftRun::step(int64_t s) {
   }
   const auto rows = pack_rows(lengths, pack_);
 
-  grad_flat_.zero_();
-  if (compute_) {  // the compute copy follows the master (changed by the last update or a load)
-    torch::NoGradGuard ng;
-    for (size_t i = 0; i < master_params_.size(); ++i) compute_params_[i].copy_(master_params_[i]);
-    compute_grad_flat_.zero_();
-  }
-  auto& cm = compute_ ? *compute_ : *master_;
+  weights_->zero_grads();
+  weights_->refresh_compute();  // the compute copy follows the master (changed by the last update or a load)
+  auto& cm = weights_->compute_model();
   double loss = 0, ce = 0, masked = 0, row_tokens = 0;
   size_t r = 0;
   while (r < rows.size()) {  // micro-batches: rows while their padded size fits micro_batch_tokens
@@ -571,22 +552,17 @@ json SftRun::step(int64_t s) {
     auto l = sft_loss(cm, batch, score_);
     auto scaled = l.weighted_sum / label_tokens;
     scaled.backward();
-    if (compute_) {
-      torch::NoGradGuard ng;
-      grad_flat_.add_(compute_grad_flat_);
-      compute_grad_flat_.zero_();
-    }
+    weights_->accumulate();
     loss += scaled.item<double>();
     ce += l.ce_sum;
     masked += static_cast<double>(batch.targets.size(0));
     row_tokens += static_cast<double>(batch.rows * batch.row_tokens);
   }
-  if (comm_->size() > 1) comm_->all_reduce(grad_flat_);
-  const double gnorm = clip_grad_norm_flat(grad_flat_, cfg_.optim.grad_clip);
+  weights_->all_reduce(*comm_);
+  const double gnorm = weights_->clip(cfg_.optim.grad_clip);
   const double lr = warmup_ > 0 && s <= warmup_ ? cfg_.optim.lr * static_cast<double>(s) / static_cast<double>(warmup_)
                                                 : cfg_.optim.lr;
-  adam_->step(lr);
-  if (cfg_.optim.zero1) broadcast_owned(*adam_, *comm_, cfg_.optim.bucket_mb << 20);
+  weights_->step(lr, *comm_, cfg_.optim.bucket_mb << 20);
   if (device_.is_cuda()) torch::cuda::synchronize();
   auto sums = torch::tensor({loss, ce, masked, row_tokens}, torch::kFloat64).to(comm_->device());
   comm_->all_reduce(sums);
@@ -622,8 +598,8 @@ std::string SftRun::checkpoint(int64_t s) {
   so.barrier = [c] { c->barrier(); };
   // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0
   // writes it. No RNG state: the data order and the noise are functions of (seed, epoch, example).
-  auto sd = so.leader ? (*master_)->state_dict(torch::kFloat32) : model::NamedTensors{};
-  auto os = adam_->state();
+  auto sd = so.leader ? weights_->master()->state_dict(torch::kFloat32) : model::NamedTensors{};
+  auto os = weights_->optimizer().state();
   const bool writes_optim = cfg_.optim.zero1 || so.leader;
   return ckpt::save_checkpoint(cfg_.out, s, sd, writes_optim ? &os : nullptr, ts, so);
 }

@@ -12,10 +12,10 @@
 // over learners, so the update does not depend on how samples were spread over learners (up to the
 // order of floating-point sums).
 //
-// Precision: the master weights, their gradients (one contiguous fp32 buffer, all-reduced in one
-// call) and AdamW are fp32; forward and backward run in optim.compute_dtype (auto: bf16 on CUDA)
-// on a copy of the weights refreshed after every update, whose gradients are added into the fp32
-// buffer after each micro-batch. Scoring follows trace.fast (rl::ScoreOptions).
+// Precision (MasterWeights): the master weights, their gradients (one contiguous fp32 buffer,
+// all-reduced in one call) and AdamW are fp32; forward and backward run in optim.compute_dtype
+// (auto: bf16 on CUDA) on a copy of the weights refreshed after every update, whose gradients are
+// added into the fp32 buffer after each micro-batch. Scoring follows trace.fast (rl::ScoreOptions).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -24,6 +24,7 @@
 #include "dice/model/transformer.h"
 #include "dice/rl/trace.h"
 #include "dice/train/adamw.h"
+#include "dice/train/master_weights.h"
 #include "dice/train/rl_config.h"
 #include "dice/train/rollout_batch.h"
 
@@ -47,11 +48,12 @@ class LearnerLoop {
               std::optional<model::Transformer> reference = std::nullopt, Options opts = {});
   nlohmann::json step(const std::vector<Rollout>& mine);
 
-  model::Transformer& model() { return model_; }
-  AdamW& optimizer() { return *adam_; }
-  std::vector<torch::Tensor> params() const;
+  model::Transformer& model() { return weights_.master(); }
+  const model::Transformer& model() const { return weights_.master(); }
+  AdamW& optimizer() { return weights_.optimizer(); }
+  std::vector<torch::Tensor> params() const { return weights_.params(); }
   // The model forward/backward run on: the master itself when compute_dtype is its dtype.
-  model::Transformer& compute_model() { return compute_ ? *compute_ : model_; }
+  model::Transformer& compute_model() { return weights_.compute_model(); }
   const rl::ScoreOptions& scoring() const { return score_; }
   // Bench: the fast path with or without the fused training operators (ScoreOptions::fused).
   void set_fused(bool on) { score_.fused = on; }
@@ -65,22 +67,14 @@ class LearnerLoop {
   void run_update(std::vector<MicroBatch>& mbs, const std::vector<std::vector<rl::TraceRow>>& rows_of_item,
                   const std::vector<Item>& items, int64_t L1, int64_t responses, double targets,
                   UpdateSums& sums, bool own_old, Gap& gap);
-  void sync_zero1();
-  void refresh_compute();
   void sync_device() const;
 
   const RlRunConfig& cfg_;
-  model::Transformer model_;
+  MasterWeights weights_;
   dist::Comm& comm_;
   std::optional<model::Transformer> reference_;
-  std::unique_ptr<AdamW> adam_;
   Options opts_;
   rl::ScoreOptions score_;
-  std::vector<torch::Tensor> master_params_;  // named_parameters() order
-  torch::Tensor grad_flat_;                   // fp32: every master gradient is a view of it
-  std::optional<model::Transformer> compute_; // the compute-dtype copy (when it differs)
-  std::vector<torch::Tensor> compute_params_;
-  torch::Tensor compute_grad_flat_;           // its gradients, one buffer in the compute dtype
   double time_optimizer_ = 0, time_allreduce_ = 0, time_backward_ = 0;
 };
 
