@@ -59,4 +59,12 @@ void MasterWeights::step(double lr, dist::Comm& comm, int64_t bucket_bytes) {
   if (zero1_) broadcast_owned(*adam_, comm, bucket_bytes);
 }
 
+std::string MasterWeights::save_checkpoint(const std::string& run_dir, const ckpt::TrainState& ts,
+                                          const ckpt::SaveOptions& so) {
+  auto sd = so.leader ? master_->state_dict(torch::kFloat32) : model::NamedTensors{};
+  auto os = adam_->state();
+  const bool writes_optim = zero1_ || so.leader;
+  return ckpt::save_checkpoint(run_dir, ts.step, sd, writes_optim ? &os : nullptr, ts, so);
+}
+
 }  // namespace dice::train

@@ -467,10 +467,7 @@ std::string Run::checkpoint(const StageData& st, int64_t next_cursor) {
   for (const auto& f : side_files_) so.copy_files.push_back(model_dir_ + "/" + f);
   dist::Comm* learners = role_comm_.get();
   so.barrier = [learners] { learners->barrier(); };
-  auto state_dict = so.leader ? (*master_)->state_dict(torch::kFloat32) : model::NamedTensors{};
-  const bool writes_optim = cfg_.optim.zero1 || role_rank_ == 0;  // without ZeRO-1 every learner holds the same state
-  auto os = learner_->optimizer().state();
-  return ckpt::save_checkpoint(cfg_.out, step_, state_dict, writes_optim ? &os : nullptr, ts, so);
+  return learner_->weights().save_checkpoint(cfg_.out, ts, so);
 }
 
 // Rank 0 (learner 0) merges every rank's part into one metrics record and prints the progress line.

@@ -598,10 +598,7 @@ std::string SftRun::checkpoint(int64_t s) {
   so.barrier = [c] { c->barrier(); };
   // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0
   // writes it. No RNG state: the data order and the noise are functions of (seed, epoch, example).
-  auto sd = so.leader ? weights_->master()->state_dict(torch::kFloat32) : model::NamedTensors{};
-  auto os = weights_->optimizer().state();
-  const bool writes_optim = cfg_.optim.zero1 || so.leader;
-  return ckpt::save_checkpoint(cfg_.out, s, sd, writes_optim ? &os : nullptr, ts, so);
+  return weights_->save_checkpoint(cfg_.out, ts, so);
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ class LearnerLoop {
   model::Transformer& model() { return weights_.master(); }
   const model::Transformer& model() const { return weights_.master(); }
   AdamW& optimizer() { return weights_.optimizer(); }
+  MasterWeights& weights() { return weights_; }
   std::vector<torch::Tensor> params() const { return weights_.params(); }
   // The model forward/backward run on: the master itself when compute_dtype is its dtype.
   model::Transformer& compute_model() { return weights_.compute_model(); }

@@ -12,8 +12,10 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "dice/ckpt/checkpoint.h"
 #include "dice/dist/comm.h"
 #include "dice/model/transformer.h"
 #include "dice/train/adamw.h"
@@ -52,6 +54,10 @@ class MasterWeights {
   double clip(double max_norm);
   // One AdamW update at `lr`; with ZeRO-1, every parameter then leaves its owner over `comm`.
   void step(double lr, dist::Comm& comm, int64_t bucket_bytes);
+  // This learner's part of a checkpoint (ckpt::save_checkpoint's protocol): the leader writes the
+  // master (fp32); the optimizer state comes from every learner with ZeRO-1 (its shard), else from
+  // the leader (every learner holds the same). Returns the checkpoint directory.
+  std::string save_checkpoint(const std::string& run_dir, const ckpt::TrainState& ts, const ckpt::SaveOptions& so);
 
  private:
   model::Transformer master_;
