@@ -7,6 +7,7 @@
 #include <map>
 
 #include "dice/judge/task.h"
+#include "dice/text/chat.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
@@ -92,39 +93,12 @@ bool defines(const std::string& code, const std::string& what) { return code.fin
 
 }  // namespace
 
-std::vector<std::string> fenced_code_blocks(const std::string& text) {
-  std::vector<std::string> blocks;
-  size_t pos = 0;
-  while (true) {
-    size_t open = text.find("```", pos);
-    if (open == std::string::npos) break;
-    size_t body = text.find('\n', open);
-    if (body == std::string::npos) break;
-    ++body;
-    // the closing fence starts a line
-    size_t close = body;
-    while (true) {
-      close = text.find("```", close);
-      if (close == std::string::npos) break;
-      if (close == body || text[close - 1] == '\n') break;
-      close += 3;
-    }
-    if (close == std::string::npos) {
-      blocks.push_back(text.substr(body));  // unterminated: take the rest (truncated responses)
-      break;
-    }
-    blocks.push_back(text.substr(body, close - body));
-    pos = close + 3;
-  }
-  return blocks;
-}
-
 std::string extract_pytorch_reference(const std::string& prompt) {
-  const auto blocks = fenced_code_blocks(prompt);
+  const auto blocks = text::code_blocks(prompt);
   for (const auto& b : blocks)
-    if (defines(b, "class Model(") && defines(b, "get_inputs")) return b;
+    if (defines(b.code, "class Model(") && defines(b.code, "get_inputs")) return b.code;
   for (const auto& b : blocks)
-    if (defines(b, "class Model(")) return b;
+    if (defines(b.code, "class Model(")) return b.code;
   if (!blocks.empty()) return "";
   size_t pos = 0;
   while (pos < prompt.size()) {
@@ -238,8 +212,8 @@ std::vector<Task> import_cuke(const std::string& path, int* skipped) {
       ++skip;
       continue;
     }
-    const auto blocks = fenced_code_blocks(response);
-    if (!blocks.empty()) t.solution = blocks.front();
+    // the code the judge would take from this response (text::extract_code_block)
+    if (auto block = text::extract_code_block(response)) t.solution = block->code;
     else if (defines(response, "class ModelNew")) t.solution = response;
     out.push_back(std::move(t));
   }

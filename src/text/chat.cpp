@@ -2,6 +2,7 @@
 #include "dice/text/chat.h"
 
 #include <cctype>
+#include <utility>
 
 namespace dice::text {
 namespace {
@@ -29,9 +30,14 @@ std::string chat_prompt(std::string_view user_text) {
   return out;
 }
 
-std::optional<CodeBlock> extract_code_block(std::string_view s) {
-  size_t open = fence_at_line_start(s, 0);
-  if (open == std::string_view::npos) open = s.find("```");
+namespace {
+
+// The block whose opening fence is the first at or after `from` (extract_code_block's rules);
+// `next`: where the text after its closing fence starts (npos: no fence, or the text ended inside).
+std::optional<CodeBlock> block_from(std::string_view s, size_t from, size_t& next) {
+  next = std::string_view::npos;
+  size_t open = fence_at_line_start(s, from);
+  if (open == std::string_view::npos) open = s.find("```", from);
   if (open == std::string_view::npos) return std::nullopt;
 
   CodeBlock block;
@@ -52,6 +58,7 @@ std::optional<CodeBlock> extract_code_block(std::string_view s) {
   if (close != std::string_view::npos) {
     code = s.substr(start, close - start);
     block.closed = true;
+    next = close + 3;
   } else {
     code = s.substr(start);
     // A truncated closing fence: drop a last line made only of blanks and one or two backticks.
@@ -73,6 +80,26 @@ std::optional<CodeBlock> extract_code_block(std::string_view s) {
   block.code = std::string(code);
   if (block.code.back() != '\n') block.code.push_back('\n');
   return block;
+}
+
+}  // namespace
+
+std::optional<CodeBlock> extract_code_block(std::string_view s) {
+  size_t next;
+  return block_from(s, 0, next);
+}
+
+std::vector<CodeBlock> code_blocks(std::string_view s) {
+  std::vector<CodeBlock> out;
+  size_t from = 0;
+  while (from != std::string_view::npos && from < s.size()) {
+    size_t next;
+    auto b = block_from(s, from, next);
+    if (b) out.push_back(std::move(*b));
+    if (next == std::string_view::npos) break;  // no fence left, or a block the text ended inside
+    from = next;  // (a block of blanks only is skipped)
+  }
+  return out;
 }
 
 }  // namespace dice::text

@@ -182,12 +182,7 @@ TEST(TaskImport, CukeAlpacaTakesReferenceFromPromptAndFirstBlockOfResponse) {
   EXPECT_LT(t[0].difficulty, t[1].difficulty);
 }
 
-TEST(TaskImport, FencedBlocksAndReferenceRule) {
-  const auto b = fenced_code_blocks("a\n```python\nx = 1\n```\nb\n```\ny\n```\n```cpp\nunterminated");
-  ASSERT_EQ(b.size(), 3u);
-  EXPECT_EQ(b[0], "x = 1\n");
-  EXPECT_EQ(b[1], "y\n");
-  EXPECT_EQ(b[2], "unterminated");
+TEST(TaskImport, ReferenceRule) {
   EXPECT_EQ(extract_pytorch_reference("no code at all"), "");
   EXPECT_EQ(extract_pytorch_reference("```\nclass Model(nn.Module): pass\n```"), "class Model(nn.Module): pass\n");
   EXPECT_EQ(extract_pytorch_reference("```\nprint(1)\n```\nimport torch\nclass Model(x): pass"), "");

@@ -72,3 +72,23 @@ TEST(CodeBlock, NoneWhenAbsentOrEmpty) {
   EXPECT_FALSE(extract_code_block("```python\n\n   \n```").has_value());
   EXPECT_FALSE(extract_code_block("`inline` only").has_value());
 }
+
+TEST(CodeBlock, EveryBlockInOrderByTheSameRules) {
+  const std::string text =
+      "Model:\n```python\nclass Model:\n    pass\n```\nEmpty:\n```\n   \n```\nCode:\n```cpp\nint y;\n   ```\n"
+      "  ```python\nclass ModelNew:\n    pass";
+  auto all = dice::text::code_blocks(text);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].code, "class Model:\n    pass\n");
+  EXPECT_EQ(all[0].language, "python");
+  EXPECT_EQ(all[1].code, "int y;\n");  // the block of blanks was skipped
+  EXPECT_EQ(all[1].language, "cpp");
+  EXPECT_EQ(all[2].code, "class ModelNew:\n    pass\n");
+  EXPECT_FALSE(all[2].closed);  // the text ended inside it
+  // the first of them is the one the judge takes
+  auto first = extract_code_block(text);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->code, all[0].code);
+  EXPECT_TRUE(dice::text::code_blocks("no fences").empty());
+  EXPECT_TRUE(dice::text::code_blocks("```python").empty());
+}

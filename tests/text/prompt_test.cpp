@@ -76,15 +76,12 @@ TEST(Prompt, OneShotExamplesAreValidPython) {
   std::string dir = dice::fs::make_temp_dir("dice-prompt-py");
   int n = 0;
   for (const char* name : {"end_to_end", "infill", "end_to_end_cpu", "infill_cpu"}) {
-    std::string rest = load_prompt_template(kRoot + "/configs/prompts/" + name + ".txt");
-    while (auto b = extract_code_block(rest)) {
-      size_t cut = rest.find("```", rest.find(b->code) + b->code.size());
-      rest = cut == std::string::npos ? "" : rest.substr(cut + 3);
-      if (!prompt_placeholders(b->code).empty()) continue;
+    for (const auto& b : code_blocks(load_prompt_template(kRoot + "/configs/prompts/" + name + ".txt"))) {
+      if (!prompt_placeholders(b.code).empty()) continue;
       std::string f = dir + "/ex" + std::to_string(n++) + ".py";
-      dice::fs::write_file(f, b->code);
+      dice::fs::write_file(f, b.code);
       std::string cmd = std::string(DICE_PYTHON) + " -c \"import ast,sys; ast.parse(open(sys.argv[1]).read())\" " + f;
-      EXPECT_EQ(std::system(cmd.c_str()), 0) << name << ": example does not parse:\n" << b->code;
+      EXPECT_EQ(std::system(cmd.c_str()), 0) << name << ": example does not parse:\n" << b.code;
     }
   }
   EXPECT_EQ(n, 8);  // a model and its replacement in each of the four templates

@@ -66,7 +66,5 @@ std::vector<Task> import_cuke(const std::string& path, int* skipped = nullptr);
 // fenced block at all, the text from the first line starting with "import" or "from" to the end,
 // if it defines `class Model(`. Returns "" when none applies.
 std::string extract_pytorch_reference(const std::string& prompt);
-// Bodies of the ``` fenced blocks of `text`, in order (the info string after ``` is dropped).
-std::vector<std::string> fenced_code_blocks(const std::string& text);
 
 }  // namespace dice::judge

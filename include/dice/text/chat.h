@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dice::text {
 
@@ -26,5 +27,10 @@ struct CodeBlock {
 //  - No closing fence (a truncated answer): the code runs to the end of the answer, minus a
 //    dangling partial fence ("`" or "``") on the last line; closed = false.
 std::optional<CodeBlock> extract_code_block(std::string_view answer);
+
+// Every fenced code block of `text`, in order, by the same rules: each search starts after the
+// previous block's closing fence; blocks of blanks only are skipped; a block the text ends inside
+// is the last. The one fence parser of dice: judged responses, imported prompts and solutions.
+std::vector<CodeBlock> code_blocks(std::string_view text);
 
 }  // namespace dice::text
