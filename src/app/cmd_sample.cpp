@@ -21,11 +21,10 @@
 #include "dice/model/transformer.h"
 #include "dice/rollout/sampler.h"
 #include "dice/text/chat.h"
-#include "dice/text/prompt.h"
+#include "dice/train/task_prompt.h"
 #include "dice/text/tokenizer.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
-#include "dice/util/home.h"
 #include "dice/util/log.h"
 #include "dice/util/run_dir.h"
 #include "dice/train/model_source.h"
@@ -100,17 +99,8 @@ std::vector<Item> task_prompts(const std::string& path, const std::string& templ
   auto tasks = judge::load_tasks(path);
   DICE_REQUIRE(!tasks.empty(), "The task file ", path, " holds no tasks.");
   std::vector<Item> items;
-  for (const auto& t : tasks) {
-    const bool infill = t.infill.has_value();
-    const auto kind = infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
-    const auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
-    std::string tpl_path = template_path.empty()
-                               ? util::home_dir() + "/" + text::default_prompt_template(kind, dev)
-                               : template_path;
-    std::string tpl = text::load_prompt_template(tpl_path);
-    items.push_back({t.id, infill ? text::infill_prompt(tpl, t.reference, t.infill->prefix, t.infill->suffix)
-                                  : text::end_to_end_prompt(tpl, t.reference)});
-  }
+  train::TaskPrompter prompter(template_path);
+  for (const auto& t : tasks) items.push_back({t.id, prompter(t, t.infill.has_value())});
   return items;
 }
 

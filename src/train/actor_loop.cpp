@@ -13,6 +13,7 @@
 #include "dice/rl/advantage.h"
 #include "dice/text/chat.h"
 #include "dice/text/prompt.h"
+#include "dice/train/task_prompt.h"
 #include "dice/train/eval_runner.h"
 #include "dice/util/fs.h"
 #include "dice/util/home.h"
@@ -37,16 +38,9 @@ StageData load_stage(const StageConfig& cfg, const text::Tokenizer& tok) {
                  st.tasks.size(), " tasks in ", cfg.tasks, " have no infill split (prefix/suffix), e.g. '", missing[0],
                  "'. Use tasks with infill splits, or kind: end_to_end.");
   }
-  std::map<std::string, std::string> templates;
+  TaskPrompter prompter(st.cfg.prompt_template);
   for (const auto& t : st.tasks) {
-    auto kind = infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
-    auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
-    std::string path = st.cfg.prompt_template.empty() ? project_root() + "/" + text::default_prompt_template(kind, dev)
-                                                      : st.cfg.prompt_template;
-    auto it = templates.find(path);
-    if (it == templates.end()) it = templates.emplace(path, text::load_prompt_template(path)).first;
-    std::string user = infill ? text::infill_prompt(it->second, t.reference, t.infill->prefix, t.infill->suffix)
-                              : text::end_to_end_prompt(it->second, t.reference);
+    std::string user = prompter(t, infill);
     auto enc = tok.encode(text::chat_prompt(user));
     st.prompt_ids.emplace_back(enc.begin(), enc.end());
     st.prompts.push_back(std::move(user));

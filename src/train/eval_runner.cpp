@@ -15,7 +15,7 @@
 #include "dice/judge/task.h"
 #include "dice/model/transformer.h"
 #include "dice/text/chat.h"
-#include "dice/text/prompt.h"
+#include "dice/train/task_prompt.h"
 #include "dice/text/tokenizer.h"
 #include "dice/train/eval_report.h"
 #include "dice/train/model_source.h"
@@ -73,17 +73,6 @@ std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg) {
 }
 
 namespace {
-
-std::string prompt_for(const judge::Task& t, const EvalConfig& cfg, std::map<std::string, std::string>& cache) {
-  auto kind = t.infill ? text::PromptKind::kInfill : text::PromptKind::kEndToEnd;
-  auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
-  std::string path = cfg.prompt_template.empty() ? project_root() + "/" + text::default_prompt_template(kind, dev)
-                                                 : cfg.prompt_template;
-  auto it = cache.find(path);
-  if (it == cache.end()) it = cache.emplace(path, text::load_prompt_template(path)).first;
-  return t.infill ? text::infill_prompt(it->second, t.reference, t.infill->prefix, t.infill->suffix)
-                  : text::end_to_end_prompt(it->second, t.reference);
-}
 
 // The judge's executors inherit CUDA_VISIBLE_DEVICES: narrow it to this rank's GPU so ranks on
 // one node time their candidates on different GPUs (this process has already chosen its device).
@@ -264,7 +253,7 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::On
   pin_judge_gpu(world);
   judge::Judge judger(cfg.judge);  // static checks: judge.static_checks
 
-  std::map<std::string, std::string> templates;
+  TaskPrompter prompter(cfg.prompt_template);
   log::Progress progress("eval: judged", shard.end - shard.begin);
   log::Progress sampling("eval: sampled", shard.end - shard.begin);
   int64_t finished = 0, sampled = 0, not_run = 0;
@@ -274,7 +263,10 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::On
     std::vector<std::string> prompts(static_cast<size_t>(n)), responses(static_cast<size_t>(n));
     std::vector<rollout::SampleRecord> gens(static_cast<size_t>(n));
     std::vector<double> sampled_after_s(static_cast<size_t>(n), 0.0);
-    for (int64_t i = begin; i < end; ++i) prompts[i - begin] = prompt_for(tasks[todo[i].task], cfg, templates);
+    for (int64_t i = begin; i < end; ++i) {
+      const auto& t = tasks[todo[i].task];
+      prompts[i - begin] = prompter(t, t.infill.has_value());
+    }
     Timer chunk_timer;
 
     // Each record is stored as soon as its verdict is final: a job killed mid-chunk (a Slurm

@@ -27,6 +27,7 @@
 #include "dice/train/model_source.h"
 #include "dice/train/rl_config.h"
 #include "dice/train/run_plan.h"
+#include "dice/train/task_prompt.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/home.h"
@@ -137,7 +138,7 @@ std::vector<SftText> read_pairs(const std::string& path) {
 
 std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::string& path) {
   const auto tasks = judge::load_tasks(path);
-  std::map<std::string, std::string> templates;
+  TaskPrompter prompter(cfg.prompt_template);
   std::vector<SftText> out;
   std::vector<std::string> missing;
   for (const auto& t : tasks) {
@@ -145,15 +146,9 @@ std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::st
       missing.push_back(t.id);
       continue;
     }
-    const auto dev = t.device == "cpu" ? text::PromptDevice::kCpu : text::PromptDevice::kCuda;
-    const std::string tpl = cfg.prompt_template.empty()
-                                ? project_root() + "/" + text::default_prompt_template(text::PromptKind::kEndToEnd, dev)
-                                : util::in_home(cfg.prompt_template);
-    auto it = templates.find(tpl);
-    if (it == templates.end()) it = templates.emplace(tpl, text::load_prompt_template(tpl)).first;
     std::string sol = t.solution;
     if (sol.back() != '\n') sol += '\n';
-    out.push_back({text::end_to_end_prompt(it->second, t.reference), "```python\n" + sol + "```"});
+    out.push_back({prompter(t, false), "```python\n" + sol + "```"});
   }
   DICE_REQUIRE(missing.empty(), path, ": ", missing.size(), " of ", tasks.size(),
                " tasks have no solution to train on, e.g. '", missing[0], "'. Give tasks with solutions, or pairs.");
