@@ -15,7 +15,6 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <tuple>
 
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
@@ -460,18 +459,23 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
   // in the same process before any candidate code ran (same inputs, outputs of the same size). Loose
   // on purpose (a busy machine's scheduling noise is milliseconds): it catches a clock that hides
   // most of the time a call takes; smaller forgeries are bounded by the plausibility re-measure.
+  struct ClockGap {
+    bool suspect = false;
+    std::string what;
+  };
   auto clock_gap = [](const Pass& p) {
     const double ms = median(p.ms), host = median(p.host_ms), overhead = std::max(0.0, median(p.protocol_ms));
-    const bool suspect = !(ms > 0) || host - ms - overhead > 5.0 + 0.5 * host;
-    return std::make_tuple(suspect, str("the candidate's clock says ", ms, " ms per call, the judge's host clock ",
-                                        host, " ms (the call protocol costs ", overhead, " ms)"));
+    return ClockGap{!(ms > 0) || host - ms - overhead > 5.0 + 0.5 * host,
+                    str("the candidate's clock says ", ms, " ms per call, the judge's host clock ", host,
+                        " ms (the call protocol costs ", overhead, " ms)")};
   };
-  if (ok && !timing.empty() && std::get<0>(clock_gap(pass)) && !seeds_of("remeasure_seeds").empty()) {
+  ClockGap gap = ok && !timing.empty() ? clock_gap(pass) : ClockGap{};
+  if (gap.suspect && !seeds_of("remeasure_seeds").empty()) {
     // A gap is confirmed before it is a verdict: the timed calls again in a fresh process, its protocol
     // cost calibrated again, on fresh hidden inputs (seeds of their own). A machine busy during the
     // first measurement (seen in CI on 2 cores: an honest candidate's host time 16 ms for a 0.3 ms
     // call) is not the candidate's fault; a clock that hides the time does so again.
-    const std::string first = std::get<1>(clock_gap(pass));
+    const std::string first = gap.what;
     std::vector<uint64_t> confirm;
     for (auto x : seeds_of("remeasure_seeds")) confirm.push_back(x ^ 0x5EC0ADC10CCULL);
     Pass again;
@@ -480,9 +484,9 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
       out.failure = second.failure;
       out.log_tail = "confirming the timing in a fresh process: " + second.log_tail;
       ok = false;
-    } else if (std::get<0>(clock_gap(again))) {
+    } else if (const ClockGap second_gap = clock_gap(again); second_gap.suspect) {
       out.failure = Failure::kTimingTampered;
-      out.log_tail = first + "; again in a fresh process: " + std::get<1>(clock_gap(again));
+      out.log_tail = first + "; again in a fresh process: " + second_gap.what;
       ok = false;
     } else {
       r["flags"].push_back("timing_remeasured");  // the first measurement's gap was not the candidate's
@@ -492,6 +496,7 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
       pass.ref_ms = again.ref_ms;
       pass.ref_host_ms = again.ref_host_ms;
       pass.protocol_ms = again.protocol_ms;
+      gap = ClockGap{};
     }
   }
   if (ok && !timing.empty()) {
@@ -501,9 +506,9 @@ ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
     r["host_ms"] = host;
     r["ref_runtime_ms"] = ref_ms;
     r["ref_host_ms"] = ref_host;
-    if (std::get<0>(clock_gap(pass))) {
+    if (gap.suspect) {
       out.failure = Failure::kTimingTampered;
-      out.log_tail = std::get<1>(clock_gap(pass));
+      out.log_tail = gap.what;
       ok = false;
     } else {
       double speedup = ref_ms / ms, speedup_host = host > 0 ? ref_host / host : -1;
