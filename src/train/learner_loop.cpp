@@ -71,9 +71,6 @@ rl::TraceBatch collate_rows(const std::vector<std::pair<size_t, size_t>>& which,
   return rl::collate(rows, device, so);
 }
 
-}  // namespace
-
-namespace {
 MasterWeightsOptions weights_options(const RlRunConfig& cfg, const model::Transformer& master, const dist::Comm& comm,
                                      bool optimizer) {
   MasterWeightsOptions o;
@@ -85,6 +82,7 @@ MasterWeightsOptions weights_options(const RlRunConfig& cfg, const model::Transf
   o.shards = cfg.optim.zero1 ? comm.size() : 1;
   return o;
 }
+
 }  // namespace
 
 LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
