@@ -29,7 +29,7 @@ echo '#pragma once' > "$dir/shim/c10/cuda/impl/cuda_cmake_macros.h"
 extra="-I$dir/shim -I$inc -I$inc/torch/csrc/api/include"
 [[ -f $cuda/cuda_runtime_api.h ]] && extra+=" -DDICE_WITH_CUDA=1 -DDICE_WITH_FUSED_KERNELS=1 -I$cuda"
 files=("$@")
-[[ ${#files[@]} -gt 0 ]] || files=(src/model/transformer.cpp src/model/fused_ops.cpp src/rollout/sampler.cpp src/app/bench_sample.cpp)
+[[ ${#files[@]} -gt 0 ]] || files=(src/model/transformer.cpp src/model/fused_ops.cpp src/rollout/sampler.cpp src/bench/sample.cpp)
 rc=0
 for f in "${files[@]}"; do
   cmd=$(python3 tools/dev/compile_command.py "$f")

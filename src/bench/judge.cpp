@@ -13,7 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "bench.h"
+#include "dice/bench/bench.h"
 #include "dice/config/config.h"
 #include "dice/judge/compile_pool.h"
 #include "dice/judge/judge.h"
@@ -23,13 +23,13 @@
 #include "dice/util/log.h"
 #include "dice/util/subprocess.h"
 #include "dice/util/timer.h"
-#include "subcommand.h"
 
-namespace dice::app {
+namespace dice::bench {
 namespace {
 
 struct BenchJudgeArgs {
-  ConfigArgs config;
+  std::string config_path;         // the judge's config (-c), with --set overrides
+  std::vector<std::string> sets;
   std::string tasks;
   int n_tasks = 1000;
   int variants = 1;
@@ -195,7 +195,7 @@ nlohmann::json report_phases(const judge::Judge& judge, const std::map<std::stri
 
 void run(const BenchJudgeArgs& a) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a pipe
-  auto cfg = config::load<judge::JudgeConfig>(config::load_tree(a.config.config_path, a.config.sets));
+  auto cfg = config::load<judge::JudgeConfig>(config::load_tree(a.config_path, a.sets));
   cfg.timing = cfg.timing || a.timing;  // the judge's default (correctness only: the exec reward) unless asked
   judge::Judge judge(cfg);
   auto tc = nlohmann::json::parse(judge.toolchain(), nullptr, false);
@@ -324,7 +324,8 @@ void run(const BenchJudgeArgs& a) {
 
 void setup(CLI::App& cmd) {
   auto a = std::make_shared<BenchJudgeArgs>();
-  a->config.add_to(cmd);
+  cmd.add_option("-c,--config", a->config_path, "YAML config file")->check(CLI::ExistingFile);
+  cmd.add_option("--set", a->sets, "override a config key: --set a.b=value (repeatable)")->take_all();
   cmd.add_option("--tasks", a->tasks, "task set with solutions (default: built-in cpu/cuda set)");
   cmd.add_option("--n-tasks", a->n_tasks, "tasks whose solutions are used (default: all)");
   cmd.add_option("--variants", a->variants, "distinct variants the bench makes of each solution");
@@ -340,6 +341,10 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_BENCH("judge", "judge throughput vs a KernelBench-style one-by-one evaluation (same candidates)", setup);
+BenchSuite judge_suite() {
+  return {"judge",
+          "judge throughput vs a KernelBench-style one-by-one evaluation (same candidates)",
+          setup};
+}
 
-}  // namespace dice::app
+}  // namespace dice::bench

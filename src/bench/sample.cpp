@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "bench.h"
+#include "dice/bench/bench.h"
 #include "dice/model/config.h"
 #include "dice/model/fused_ops.h"
 #include "dice/model/safetensors.h"
@@ -32,7 +32,7 @@
 #include "dice/util/timer.h"
 #include "dice/util/torch_compat.h"
 
-namespace dice::app {
+namespace dice::bench {
 namespace {
 
 struct SampleBenchArgs {
@@ -577,6 +577,10 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_BENCH("sample", "block-diffusion sampler tokens/s vs a PyTorch SDAR loop and the roofline", setup);
+BenchSuite sample_suite() {
+  return {"sample",
+          "block-diffusion sampler tokens/s vs a PyTorch SDAR loop and the roofline",
+          setup};
+}
 
-}  // namespace dice::app
+}  // namespace dice::bench

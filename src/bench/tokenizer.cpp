@@ -8,14 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench.h"
+#include "dice/bench/bench.h"
 #include "dice/text/tokenizer.h"
 #include "dice/text/unicode.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/timer.h"
 
-namespace dice::app {
+namespace dice::bench {
 namespace {
 
 struct TokenizerBenchArgs {
@@ -129,6 +129,10 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_BENCH("tokenizer", "tokenizer encode/decode MB/s, vs @lenml/tokenizers under node", setup);
+BenchSuite tokenizer_suite() {
+  return {"tokenizer",
+          "tokenizer encode/decode MB/s, vs @lenml/tokenizers under node",
+          setup};
+}
 
-}  // namespace dice::app
+}  // namespace dice::bench

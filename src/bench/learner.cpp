@@ -47,7 +47,7 @@
 #include <string>
 #include <vector>
 
-#include "bench.h"
+#include "dice/bench/bench.h"
 #include "dice/dist/comm.h"
 #include "dice/model/config.h"
 #include "dice/model/fused_ops.h"
@@ -63,7 +63,7 @@
 #include "dice/util/timer.h"
 #include "dice/util/torch_compat.h"
 
-namespace dice::app {
+namespace dice::bench {
 namespace {
 
 struct LearnerBenchArgs {
@@ -779,6 +779,10 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_BENCH("learner", "TraceRL update step: row tokens/s, MFU and time per part vs a transformers peer", setup);
+BenchSuite learner_suite() {
+  return {"learner",
+          "TraceRL update step: row tokens/s, MFU and time per part vs a transformers peer",
+          setup};
+}
 
-}  // namespace dice::app
+}  // namespace dice::bench
