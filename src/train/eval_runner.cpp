@@ -11,22 +11,22 @@
 #include <nlohmann/json.hpp>
 
 #include "dice/ckpt/checkpoint.h"
+#include "dice/config/config.h"
 #include "dice/judge/judge_queue.h"
 #include "dice/judge/task.h"
 #include "dice/model/transformer.h"
 #include "dice/text/chat.h"
-#include "dice/train/task_prompt.h"
 #include "dice/text/tokenizer.h"
 #include "dice/train/eval_report.h"
 #include "dice/train/model_source.h"
 #include "dice/train/rl_config.h"
 #include "dice/train/sample_store.h"
-#include "dice/config/config.h"
+#include "dice/train/task_prompt.h"
+#include "dice/util/fs.h"
 #include "dice/util/hash.h"
 #include "dice/util/home.h"
-#include "dice/util/run_dir.h"
-#include "dice/util/fs.h"
 #include "dice/util/log.h"
+#include "dice/util/run_dir.h"
 #include "dice/util/timer.h"
 
 namespace dice::train {
