@@ -408,8 +408,8 @@ void Executor::ensure_reference() {
   throw Error(str("the reference process (", s_.python, " ", s_.harness_dir, "/reference.py) did not start: ", why));
 }
 
-void Executor::start_spares() {
-  while (static_cast<int>(spares_.size()) < std::max(1, s_.spares)) {
+void Executor::start_spares(int want) {
+  while (static_cast<int>(spares_.size()) < want) {
     ++started_;
     spares_.push_back(std::make_unique<Candidate>(s_, str(s_.scratch_root, "/exec", slot_, "_", started_),
                                                   str(xchg_, "/out", started_, ".bin")));
@@ -422,7 +422,7 @@ std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
   // process is tried before the evaluation becomes a judge_error.
   std::string err;
   for (int attempt = 1;; ++attempt) {
-    start_spares();
+    start_spares(1);
     auto c = std::move(spares_.front());
     spares_.pop_front();
     if (c->wait_ready(s_.start_timeout_s, err)) return c;
@@ -432,8 +432,9 @@ std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
   throw Error(str("the candidate process (", s_.python, " ", s_.harness_dir, "/runner.py) did not start: ", err));
 }
 
-ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s) {
+ExecOutcome Executor::run(const nlohmann::json& req, double timeout_s, int ahead) {
   Timer t;
+  ahead_ = ahead;
   ExecOutcome out;
   // The limit is the candidate's: it starts when its process is ready and its task is staged, and
   // the judge's own work (the reference's calls, turns on a shared GPU) is added to it.
@@ -568,7 +569,8 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
     }
   } cpu_share{*this, *cand, std::max(0.0, cand->cpu_seconds()), ref_ ? session_cpu_seconds(ref_->pid()) : 0.0};
   if (s_.phases) s_.phases->add("cpu: candidate process, start (ahead of its evaluation)", cpu_share.cand0);
-  start_spares();  // the next evaluations' processes import torch while this one runs
+  // the next evaluations' processes import torch while this one runs (as many as may come)
+  start_spares(ahead_ < 0 ? std::max(1, s_.spares) : std::min(std::max(1, s_.spares), ahead_));
   double deadline_s = now_s() + limit_s + s_.start_timeout_s;  // set again once the candidate is ready
   auto left = [&] { return std::max(0.1, deadline_s - now_s()); };
   auto reference = [&](nlohmann::json msg, nlohmann::json& reply) {

@@ -589,16 +589,19 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     runners.emplace_back([&, e] {
       for (;;) {
         size_t idx;
+        int ahead = 0;  // this slot's share of what is still to be evaluated (built or building)
         {
           std::unique_lock<std::mutex> lk(mu);
           cv.wait(lk, [&] { return !ready.empty() || pending_compiles == 0; });
           if (ready.empty()) return;
           idx = ready.front();
           ready.pop_front();
+          const size_t slots = impl_->executors.size();
+          ahead = static_cast<int>((ready.size() + pending_compiles + slots - 1) / slots);
         }
         ExecOutcome o;
         try {
-          o = e->run(requests[idx], cfg_.exec_timeout_s);
+          o = e->run(requests[idx], cfg_.exec_timeout_s, ahead);
         } catch (const std::exception& ex) {
           o.failure = Failure::kJudgeError;
           o.log_tail = ex.what();

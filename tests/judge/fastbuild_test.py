@@ -154,6 +154,8 @@ def test_split():
             "a source that tests __CUDACC__ (defined in nvcc's host pass, not by g++)")
     refused('const char* s = "unterminated;\n', "an unterminated string")
 
+    test_merge_rules()
+
     check(fb.host_flags(["-O3", "--use_fast_math"]) == ["-O3"], "host flags: -O3 kept, fast math dropped")
     check(fb.host_flags(["-Xcompiler", "-fopenmp,-Wall"]) == ["-fopenmp", "-Wall"], "host flags: -Xcompiler list")
     check(fb.host_flags(["-gencode", "arch=compute_90,code=sm_90", "-arch=sm_90", "-lineinfo"]) == [],
@@ -164,6 +166,71 @@ def test_split():
         check(False, "host flags: an unknown nvcc flag falls back")
     except fb.Unsupported:
         pass
+
+
+MERGE_CU = PRELUDE + r'''
+#define THREADS 256
+__global__ void k(const float* x, float* y, int64_t n) { int64_t i = threadIdx.x; if (i < n) y[i] = x[i]; }
+torch::Tensor run(torch::Tensor x, int64_t n) {
+  auto y = torch::empty_like(x);
+  k<<<1, THREADS>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  return y;
+}
+'''
+MERGE_DECL = "torch::Tensor run(torch::Tensor x, int64_t n);"
+
+
+def _unit(cpp=MERGE_DECL, cu=MERGE_CU, cflags=(), cuda_flags=("-O3",), functions=("run",)):
+    import ext  # noqa: E402
+    norm = ext.normalize({"cpp_sources": cpp, "cuda_sources": cu, "functions": list(functions),
+                          "extra_cflags": list(cflags), "extra_cuda_cflags": list(cuda_flags)})
+    _, host, info = fb.split_cuda("\n".join(norm["cuda_sources"]))
+    text = fb._host_text(host, "dice_cuda_types.h", info["counted"])
+    try:
+        return fb._merged_unit(norm, text, host, fb.host_flags(norm["extra_cuda_cflags"]), norm["extra_cflags"], [])
+    except fb.Unsupported:
+        return None
+
+
+def test_merge_rules():
+    """When main.cpp may be compiled inside host.cpp (one g++ run), and every case that must stay apart."""
+    unit = _unit()
+    check(unit is not None, "merge: a declaration of the host part's function merges")
+    if unit is not None:
+        check(unit.index("torch::Tensor run(torch::Tensor x, int64_t n) {") < unit.index("#undef THREADS")
+              < unit.index(MERGE_DECL) < unit.index("DICE_BIND_TABLE(DICE_BIND(run"),
+              "merge: host part, its macros undefined, the declarations, the table, in that order")
+    for cpp, what in (("std::vector<torch::Tensor> run(const torch::Tensor& x, int64_t n = -1);", "a vector, a default"),
+                      ("#include <torch/extension.h>\n#include <vector>\n" + MERGE_DECL, "includes of headers"),
+                      ("at::Tensor run(at::Tensor Tensor, long long n);\ntorch::Tensor other(torch::Tensor y);",
+                       "a parameter named Tensor, another declaration")):
+        check(_unit(cpp=cpp) is not None, "merge: " + what)
+    for cpp, what in (("using namespace torch;\nTensor run(Tensor x, int64_t n);", "unqualified names"),
+                      ("#define T torch::Tensor\nT run(T x, int64_t n);", "a macro in cpp_sources"),
+                      ("torch::Tensor run(torch::Tensor x, int64_t cudaStreamNonBlocking);", "a CUDA name"),
+                      ("torch::Tensor run(torch::Tensor x, int64_t n = THREADS);", "a default that is a name"),
+                      ("torch::Tensor run(at::cuda::CUDAStream s, int64_t n);", "a type from the CUDA headers"),
+                      ("static torch::Tensor run(torch::Tensor x, int64_t n);", "a static declaration"),
+                      ("torch::Tensor run(torch::Tensor x, int64_t n) { return x; }", "a definition"),
+                      ("torch::Tensor other(torch::Tensor x);", "the bound function not declared"),
+                      ("namespace a { torch::Tensor run(torch::Tensor x, int64_t n); }", "a namespace")):
+        check(_unit(cpp=cpp) is None, "merge refused: " + what)
+    for cu, what in ((MERGE_CU.replace("torch::Tensor run(", "static torch::Tensor run("), "a static definition"),
+                     (MERGE_CU.replace("torch::Tensor run(", "inline torch::Tensor run("), "an inline definition"),
+                     (MERGE_CU.replace("#define THREADS", "#pragma pack(1)\n#define THREADS"), "a #pragma pack"),
+                     (MERGE_CU.replace("#define THREADS", "using namespace std;\n#define THREADS"),
+                      "a using-directive"),
+                     (MERGE_CU.replace("#define THREADS", "using std::vector;\n#define THREADS"),
+                      "a using-declaration"),
+                     (MERGE_CU.replace("#define THREADS", "namespace torch { int helper(); }\n#define THREADS"),
+                      "a declaration added to torch's namespace"),
+                     (MERGE_CU.replace("torch::Tensor run(", "namespace q {\ntorch::Tensor run(")
+                      .replace("return y;\n}", "return y;\n}\n}"), "the function in a namespace")):
+        check(_unit(cu=cu) is None, "merge refused: " + what)
+    check(_unit(cflags=["-DN=4"]) is None, "merge refused: main.cpp's own -D")
+    check(_unit(cpp="torch::Tensor run(torch::Tensor x, int64_t N);", cuda_flags=["-DN=4"]) is None,
+          "merge refused: a parameter named like a -D of the host flags")
+    check(_unit(cuda_flags=["-O3", "-DN=4"]) is not None, "merge: a -D the declarations do not use")
 
 
 def test_build():
@@ -258,6 +325,7 @@ def test_build():
         check(r.returncode == 0 and "RAISED launch failed:" in r.stdout and "COUNTS ['scale_kernel'" in r.stdout,
               "the variant built from cached parts imports, launches and counts: %s %s"
               % (r.stdout[-300:], r.stderr[-300:]))
+        _merged_builds(work, recipe, pch, env)
         # a host part that needs more of the frontend than torch/types.h: compiled again on the full header
         full = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
                               "cuda_sources": PRELUDE + "#include <torch/extension.h>\n"
@@ -295,6 +363,50 @@ def test_build():
               "a main.cpp error is the candidate's compile error, got %s" % ans["status"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _merged_builds(work, recipe, pch, env):
+    """With the dice_bind table: main.cpp compiled inside host.cpp (one g++ run), the table exported and
+    the kernel resolved; a unit that does not compile (an overload makes `&run` ambiguous there, not
+    in main.cpp apart) is compiled apart again and builds."""
+    import ext  # noqa: E402
+    bpch = os.path.join(work, "pch_bind")
+    shutil.copytree(pch, bpch)
+    open(os.path.join(bpch, "dice_types.h"), "w").write("#include <torch/types.h>\n")
+    shutil.copy(os.path.join(ROOT, "src", "judge", "python", "dice_bind.h"), bpch)
+    r = dict(recipe, binding="(the module is not loaded here)", bind_header="dice_types.h",
+             host_pch=os.path.join(bpch, "host"))
+    json.dump(r, open(os.path.join(bpch, "recipe.json"), "w"))
+    read_table = ("import ctypes, torch\n"
+                  "class E(ctypes.Structure):\n"
+                  "    _fields_ = [('name', ctypes.c_char_p), ('doc', ctypes.c_char_p), ('args', ctypes.c_char_p),"
+                  " ('call', ctypes.c_void_p)]\n"
+                  "lib = ctypes.CDLL(%r)\nlib.dice_bind_table.restype = ctypes.POINTER(E)\n"
+                  "n, v = ctypes.c_int(), ctypes.c_int()\nt = lib.dice_bind_table(ctypes.byref(n), ctypes.byref(v))\n"
+                  "print('TABLE', [(t[i].name.decode(), t[i].args.decode()) for i in range(n.value)])\n")
+    for label, cu, merged in (("merged", MERGE_CU, True),
+                              ("overloaded", MERGE_CU + "torch::Tensor run(torch::Tensor x) { return x; }\n", False)):
+        norm = ext.normalize({"cpp_sources": MERGE_DECL, "cuda_sources": cu, "functions": ["run"],
+                              "extra_cuda_cflags": ["-O3"]})
+        out = os.path.join(work, "out_" + label)
+        os.makedirs(out)
+        ans = fb.build(norm, label[:2] * 32, {"pch": {"cuda": bpch}}, out, ext.forbidden_flag)
+        steps = set(ans.get("steps", {}))
+        print(label, {k: v for k, v in ans.items() if k != "log"})
+        check(ans["status"] == "ok" and ans.get("binding"), "%s: builds with the table: %s" % (label, ans.get("log", "")[-3000:]))
+        if merged:
+            check("unit" in steps and "main" not in steps and "host" not in steps,
+                  "merged: one unit for main.cpp and the host part, steps %s" % sorted(steps))
+        else:
+            check({"unit", "main", "host"} <= steps, "overloaded: the unit failed and both parts compiled apart: %s"
+                  % sorted(steps))
+        if ans["status"] != "ok":
+            continue
+        t = subprocess.run([sys.executable, "-c", read_table % ans["so"]], capture_output=True, text=True, env=env)
+        check("TABLE [('run', 'Ti')]" in t.stdout, "%s: the table binds run(Tensor, int): %s %s"
+              % (label, t.stdout[-300:], t.stderr[-500:]))
+        undefined = subprocess.run(["nm", "-D", "--undefined-only", ans["so"]], capture_output=True, text=True).stdout
+        check(" _Z3run" not in undefined and "1k" not in undefined, "%s: run and its kernel resolved inside" % label)
 
 
 BIND_SRC = r"""

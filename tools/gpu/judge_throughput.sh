@@ -76,7 +76,7 @@ print("cache: %d builds, by header %s, called through dice_bind %d" % (
 hits = [p for m in ms for p in m.get("cached_parts", [])]
 print("  parts from the part cache: %s; launches counted (no CUPTI) in %d of %d builds" % (
     {p: hits.count(p) for p in sorted(set(hits))}, sum(bool(m.get("launch_counter")) for m in ms), len(ms)))
-for k in ("main", "main_pybind", "host", "device", "device2", "link"):
+for k in ("unit", "main", "main_pybind", "host", "host_full", "device", "device2", "link"):
     v = [m["steps"][k] for m in ms if k in m.get("steps", {})]
     if v:
         print("  step %-11s n %3d  median %6.2f s  max %6.2f s" % (k, len(v), st.median(v), max(v)))
@@ -93,7 +93,7 @@ if has alone; then  # one build and one evaluation at a time, the PCH taken from
   "$PY" - "$acache" <<'PY' | tee -a "$OUT/alone.txt"
 import glob, json, statistics as st, sys
 ms = [json.load(open(f)) for f in glob.glob(sys.argv[1] + "/*/meta.json")]
-for k in ("main", "main_pybind", "host", "device", "device2", "link"):
+for k in ("unit", "main", "main_pybind", "host", "host_full", "device", "device2", "link"):
     v = [m["steps"][k] for m in ms if k in m.get("steps", {})]
     if v:
         print("  alone: step %-11s n %3d  median %6.2f s  max %6.2f s" % (k, len(v), st.median(v), max(v)))

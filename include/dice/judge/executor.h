@@ -86,8 +86,10 @@ class Executor {
   ~Executor();
   // One evaluation. request: reference, candidate (paths), cache_root, extensions, init_seed,
   // seeds (correctness trials), warmup_seeds + timing_seeds (timed calls; empty = no timing),
-  // remeasure_seeds (for an implausible speedup), atol, rtol, record_ops.
-  ExecOutcome run(const nlohmann::json& request, double timeout_s);
+  // remeasure_seeds (for an implausible speedup), atol, rtol, record_ops. ahead: evaluations after
+  // this one that this slot may still get (the caller's estimate; -1 = unknown): it starts no more
+  // processes ahead than that, so none is left unused when a batch ends (each costs seconds of CPU).
+  ExecOutcome run(const nlohmann::json& request, double timeout_s, int ahead = -1);
   // Candidate processes that ended abnormally (crash, timeout, violation) so far.
   int restarts() const { return restarts_; }
   // Candidate processes started so far (one per evaluation, plus the warm spares).
@@ -98,7 +100,7 @@ class Executor {
  private:
   struct Pass;
   std::unique_ptr<Candidate> take_candidate();
-  void start_spares();
+  void start_spares(int want);
   void ensure_reference();
   bool evaluate(const nlohmann::json& req, const std::vector<uint64_t>& seeds, size_t timed_from, Pass& pass,
                 ExecOutcome& out, double deadline_s);
@@ -108,6 +110,7 @@ class Executor {
   std::string xchg_;  // exchange directory: init.bin and in.bin (reference writes), out.bin (candidate)
   std::unique_ptr<proc::Subprocess> ref_;
   std::deque<std::unique_ptr<Candidate>> spares_;  // started ahead, oldest first
+  int ahead_ = -1;  // run()'s estimate of the evaluations to come
   int restarts_ = 0;
   int started_ = 0;
 };

@@ -682,6 +682,167 @@ def _host_text(host_src, light_header, counted):
     return prelude + host_src
 
 
+# ------------------------------------------------------------------------------------------------
+# One translation unit instead of two. load_inline compiles main.cpp (cpp_sources and the bindings)
+# and the .cu apart; each g++ run pays the torch headers' fixed cost (reading the precompiled header,
+# instantiating what it left pending): about 2 CPU-s. Where main.cpp is nothing but declarations of
+# the host part's functions, written in words that mean the same in any translation unit, the fast
+# builder compiles it inside host.cpp, after the host part with every macro that part defined
+# undefined. What could make the two texts mean more together than apart is refused here, and
+# anything that does not compile so is compiled apart again, as load_inline has it:
+#   - cpp_sources: only function declarations (`#include <...>` and `#pragma once` besides), whose
+#     words are C++'s own type words, torch / at / c10 / std and, after `::`, the types the table
+#     binds; parameter names plain (not a CUDA, torch or reserved name, not a -D of the flags)
+#   - the host part: no namespace-scope `using namespace`, nothing added to torch's, std's or the
+#     table's namespaces, no #pragma but `once` and `unroll` (a `pack` would change the table's
+#     layout), every bound function defined at global scope without static / inline / template
+#     (apart, main.cpp could not link to such a function)
+#   - the flags: main.cpp's extra flags only -O / -g / -w / -W (no -D, -I, -std that could change
+#     what it means), the host part's -D names not among the declarations' words, no include paths
+# Overloads of a bound function make the table's `&f` ambiguous: that does not compile, and is built
+# apart. What merges saves one g++ run; a main.cpp already in the part cache is not compiled at all,
+# and then nothing is merged.
+_MERGE_WORDS = {"const", "int", "float", "double", "bool", "void", "unsigned", "signed", "long", "short", "char",
+                "int64_t", "int32_t", "uint64_t", "uint32_t", "size_t", "torch", "at", "c10", "std"}
+_MERGE_MEMBERS = {"Tensor", "optional", "vector", "string", "tuple", "int64_t", "int32_t", "uint64_t", "uint32_t",
+                  "size_t"}
+_MERGE_NAME = re.compile(r"^(?!cu|CU|Cu|nv|NV|C10|TORCH|AT_|CUB|CUDA|Py|PY)[A-Za-z][A-Za-z0-9_]*$")
+_MERGE_PP = re.compile(r"^#[ \t]*(include[ \t]*<[\w./+-]+>|pragma[ \t]+once)[ \t]*(//.*)?$")
+_MERGE_CFLAG = re.compile(r"^-(O[0-3s]?|g|w|W[\w=-]*)$")
+_MERGE_HFLAG = re.compile(r"^-(O[0-3s]?|g|w|W[\w=-]*|std=\S+|[DU][A-Za-z_]\w*(=\S*)?)$")
+_HOST_PP = re.compile(r"^#[ \t]*(include|define|undef|if|ifdef|ifndef|elif|else|endif|pragma[ \t]+(once|unroll))\b")
+_RESERVED_SCOPES = {"torch", "at", "c10", "std", "pybind11", "py", "caffe2", "dice_bind"}
+_NOT_EXTERNAL = {"static", "inline", "constexpr", "template", "__forceinline__", "__inline__"}
+
+
+def _type_ok(toks):
+    """Whether a declaration's type tokens use only the words that mean the same everywhere."""
+    for k, t in enumerate(toks):
+        if t.kind == "ident":
+            qualified = k > 0 and toks[k - 1].text == "::"
+            if t.text not in (_MERGE_MEMBERS if qualified else _MERGE_WORDS):
+                return False
+        elif t.kind != "punct" or t.text not in ("::", "<", ">", ">>", ",", "&", "&&", "*"):
+            return False
+    return True
+
+
+def _split_params(toks):
+    """The parameter lists' parameters (token lists), split at commas outside <> and ()."""
+    params, cur, depth = [], [], 0
+    for t in toks:
+        if t.text in ("<", "("):
+            depth += 1
+        elif t.text in (">", ")"):
+            depth -= 1
+        elif t.text == ">>":
+            depth -= 2
+        if t.text == "," and depth == 0:
+            params.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    if cur or params:
+        params.append(cur)
+    return params
+
+
+def _declarations(cpp_sources, macro_names):
+    """(the cpp_sources' text, the names they declare as functions) when they are nothing but
+    function declarations in words that mean the same in any translation unit; None otherwise."""
+    names = set()
+    for src in cpp_sources:
+        toks = tokenize(src)
+        stmt = []
+        for t in toks:
+            if t.kind == "pp":
+                if stmt or not _MERGE_PP.match(t.text):
+                    return None
+                continue
+            if t.text != ";":
+                stmt.append(t)
+                continue
+            if not stmt:
+                continue
+            p = next((k for k, x in enumerate(stmt) if x.text == "("), None)
+            if p is None or p == 0 or stmt[-1].text != ")" or _match(stmt, p) != len(stmt) - 1:
+                return None
+            fn = stmt[p - 1]
+            if fn.kind != "ident" or not _MERGE_NAME.match(fn.text) or fn.text in _MERGE_WORDS | _MERGE_MEMBERS \
+                    or fn.text in macro_names or not _type_ok(stmt[:p - 1]):
+                return None
+            for param in _split_params(stmt[p + 1:-1]):
+                if "=" in [x.text for x in param]:
+                    eq = [x.text for x in param].index("=")
+                    default = param[eq + 1:]
+                    if not default or not all(x.kind == "number" or x.text in ("-", "+", "true", "false")
+                                              for x in default):
+                        return None
+                    param = param[:eq]
+                if len(param) >= 2 and param[-1].kind == "ident" and param[-1].text not in _MERGE_WORDS \
+                        and (param[-2].kind == "ident" or param[-2].text in ("&", "&&", "*", ">", ">>")):
+                    if not _MERGE_NAME.match(param[-1].text) or param[-1].text in macro_names:
+                        return None
+                    param = param[:-1]
+                if not param or not _type_ok(param):
+                    return None
+            names.add(fn.text)
+            stmt = []
+        if stmt:
+            return None
+    return "\n".join(cpp_sources), names
+
+
+def _host_mergeable(host_src, functions):
+    """Whether the host part leaves the declarations and the table meaning what they mean apart, and
+    defines each bound function so that main.cpp apart would link to it. The macros it defines."""
+    toks = tokenize(host_src)
+    defined = []
+    for t in toks:
+        if t.kind == "pp":
+            if not _HOST_PP.match(t.text):
+                return None
+            m = re.match(r"^#[ \t]*define[ \t]+([A-Za-z_]\w*)", t.text)
+            if m:
+                defined.append(m.group(1))
+    for it in split_items(host_src, toks):
+        if set(it.scope) & _RESERVED_SCOPES:
+            return None
+        words = [t.text for t in it.toks if t.kind == "ident"]
+        if it.kind == "open" and set(words) & _RESERVED_SCOPES:
+            return None
+        if it.kind == "decl" and words[:2] == ["using", "namespace"]:
+            return None
+        if it.kind == "decl" and words[:1] == ["using"] and "=" not in [t.text for t in it.toks]:
+            return None  # a using-declaration at namespace scope
+        if it.kind in ("decl", "func"):
+            name = _function_name(it)
+            if name in functions and (it.scope not in ((), ("extern",)) or _head_words(it) & _NOT_EXTERNAL):
+                return None
+    return defined
+
+
+def _merged_unit(norm, host_text, host_src, hflags, user_cflags, includes):
+    """host.cpp with main.cpp's declarations and the dice_bind table after it, or None (see above)."""
+    if includes or not all(_MERGE_CFLAG.match(f) for f in user_cflags) \
+            or not all(_MERGE_HFLAG.match(f) for f in hflags):
+        return None
+    functions = list(norm["functions"] or ())
+    macro_names = {re.match(r"^-[DU]([A-Za-z_]\w*)", f).group(1) for f in hflags if f[:2] in ("-D", "-U")}
+    decls = _declarations(norm["cpp_sources"], macro_names)
+    if decls is None or not functions or not set(functions) <= decls[1]:
+        return None
+    defined = _host_mergeable(host_src, set(functions))
+    if defined is None:
+        return None
+    table = _bound_main(norm, "", light=True)
+    if table is None:
+        return None
+    undefs = "".join("#undef %s\n" % m for m in sorted(set(defined)))
+    return "\n".join([host_text, "// [dice: main.cpp's declarations and bindings, the host part's macros undefined]",
+                      undefs + "#line 1 \"main.cpp\"", table])
+
+
 def _fill(template, **kw):
     """A recipe command with its {placeholders} filled (values are already shell words)."""
     return re.sub(r"\{(\w+)\}", lambda m: kw[m.group(1)], template)
@@ -757,8 +918,26 @@ def build(norm, key, settings, out_dir, forbidden_flag):
         jobs.append(("device", _fill(recipe["cuda_compile"], name=name, src="device.cu", obj="device.o",
                                      inc=_q(includes), extra=_q(user_cuda)), "device.o", dev_src))
         objs += ["host.o", "device.o"]
+        if bound and host_light and not parts.has(jobs[0][1], main_text):
+            try:
+                unit = _merged_unit(norm, host_text, host_src, hflags, user_cflags, includes)
+            except Unsupported:
+                unit = None
+            if unit is not None:
+                jobs.append(("unit", _fill(recipe["host_compile"], name=name, src="unit.cpp", obj="host.o",
+                                           inc=_q(["-I" + host_pch, "-I" + pch_dir]), extra=_q(hflags)), "host.o", unit))
+                with open(os.path.join(d, "unit.cpp"), "w") as fh:
+                    fh.write(unit)
     logs = {}
-    ok = parts.run(jobs, steps, logs)
+    if jobs[-1][0] == "unit":
+        ok = parts.run(jobs[2:], steps, logs)  # the unit and the device part
+        if ok["unit"]:
+            ok["main"] = ok["host"] = True
+            objs.remove("main.o")
+        else:  # apart, as load_inline compiles them
+            ok.update(parts.run(jobs[:2], steps, logs))
+    else:
+        ok = parts.run(jobs, steps, logs)
     if not ok.get("main", False) and bound:
         # the table's main.cpp is not load_inline's: its text decides whether this is the candidate's error
         main_text = pybind_main(norm, '#include "dice_full.h"')
@@ -822,6 +1001,11 @@ class Parts:
         self.dir = os.path.join(root, "parts") if root else ""
         self.d, self.name, self.norm = d, name, norm
         self.made, self.hits = {}, []
+
+    def has(self, cmd, text):
+        """Whether the cache holds this part (compiled by cmd from text)."""
+        key = _part_key(cmd, self.name, text, self.norm) if self.dir else None
+        return bool(key) and os.path.isfile(os.path.join(self.dir, key + ".o"))
 
     def run(self, jobs, steps, logs):
         """jobs: (label, command, object file, source text); as _run_parallel."""
