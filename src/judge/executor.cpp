@@ -10,11 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
@@ -420,14 +422,19 @@ std::unique_ptr<Executor::Candidate> Executor::take_candidate() {
   // A candidate process runs no candidate code before "ready" (the interpreter, `import torch`, the
   // CUDA context), so one that did not start is the judge's failure, not the candidate's: a fresh
   // process is tried before the evaluation becomes a judge_error.
+  // The processes of a candidate just killed (a fork bomb's hundreds) count against the slot's
+  // process limit until the kernel has reaped them, which a busy machine takes seconds to do: a
+  // start refused meanwhile ("Resource temporarily unavailable") is tried again after a pause.
   std::string err;
   for (int attempt = 1;; ++attempt) {
     start_spares(1);
     auto c = std::move(spares_.front());
     spares_.pop_front();
     if (c->wait_ready(s_.start_timeout_s, err)) return c;
-    if (attempt == 3) break;
-    log::warn("judge: a candidate process did not start (", err, "); starting another");
+    if (attempt == 5) break;
+    log::warn("judge: a candidate process did not start (", err, "); starting another in ", 1 << (attempt - 1), " s");
+    spares_.clear();  // started in the same conditions: none of them is trusted to start either
+    std::this_thread::sleep_for(std::chrono::seconds(1 << (attempt - 1)));
   }
   throw Error(str("the candidate process (", s_.python, " ", s_.harness_dir, "/runner.py) did not start: ", err));
 }
