@@ -39,12 +39,13 @@ Task parse_task_line(const std::string& line, const std::string& where) {
     throw Error(str(where, ": not valid JSON (", e.what(), ")"));
   }
   DICE_REQUIRE(obj.is_object(), where, ": a task must be a JSON object, got ", json_type(obj));
-  static const char* kKeys[] = {"id", "level", "difficulty", "reference", "infill", "solution", "device"};
+  static const char* kKeys[] = {"id", "level", "difficulty", "reference", "infill", "solution", "device",
+                                "wrong_solutions"};
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool known = false;
     for (const char* k : kKeys) known = known || it.key() == k;
     DICE_REQUIRE(known, where, ": unknown field '", it.key(),
-                 "' (expected id, level, difficulty, reference, infill, solution, device)");
+                 "' (expected id, level, difficulty, reference, infill, solution, device, wrong_solutions)");
   }
   Task t;
   t.id = get_string(obj, "id", where, true);
@@ -76,6 +77,21 @@ Task parse_task_line(const std::string& line, const std::string& where) {
     f.suffix = get_string(*in, "suffix", where + " (infill)", true);
     t.infill = std::move(f);
   }
+  auto ws = obj.find("wrong_solutions");
+  if (ws != obj.end() && !ws->is_null()) {
+    DICE_REQUIRE(ws->is_array(), where, ": field 'wrong_solutions' must be an array of {kind, code}, got ",
+                 json_type(*ws));
+    for (size_t i = 0; i < ws->size(); ++i) {
+      const json& w = (*ws)[i];
+      const std::string at = str(where, " (wrong_solutions[", i, "])");
+      DICE_REQUIRE(w.is_object(), at, ": must be an object {kind, code}, got ", json_type(w));
+      for (auto it = w.begin(); it != w.end(); ++it)
+        DICE_REQUIRE(it.key() == "kind" || it.key() == "code", at, ": unknown field '", it.key(), "'");
+      WrongSolution s{get_string(w, "kind", at, true), get_string(w, "code", at, true)};
+      DICE_REQUIRE(!s.code.empty() && s.code != t.solution, at, ": the code is empty or the solution itself");
+      t.wrong_solutions.push_back(std::move(s));
+    }
+  }
   return t;
 }
 
@@ -89,6 +105,10 @@ std::string task_to_json_line(const Task& t) {
   if (t.infill) obj["infill"] = {{"prefix", t.infill->prefix}, {"suffix", t.infill->suffix}};
   if (!t.solution.empty()) obj["solution"] = t.solution;
   obj["device"] = t.device;
+  if (!t.wrong_solutions.empty()) {
+    obj["wrong_solutions"] = nlohmann::ordered_json::array();
+    for (const auto& w : t.wrong_solutions) obj["wrong_solutions"].push_back({{"kind", w.kind}, {"code", w.code}});
+  }
   return obj.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -136,8 +136,17 @@ std::vector<SftText> read_pairs(const std::string& path) {
 }
 
 std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::string& path) {
-  const auto tasks = judge::load_tasks(path);
-  TaskPrompter prompter(cfg.prompt_template);
+  auto tasks = judge::load_tasks(path);
+  DICE_REQUIRE(cfg.max_tasks >= 0, "data.max_tasks must be >= 0, got ", cfg.max_tasks);
+  if (cfg.max_tasks > 0 && static_cast<int64_t>(tasks.size()) > cfg.max_tasks) tasks.resize(cfg.max_tasks);
+  DICE_REQUIRE(!cfg.prompt_kinds.empty(), "data.prompt_kinds is empty (give end_to_end and/or infill)");
+  for (const auto& k : cfg.prompt_kinds)
+    DICE_REQUIRE(k == "end_to_end" || k == "infill", "data.prompt_kinds: '", k, "' is not end_to_end or infill");
+  TaskPrompter e2e(cfg.prompt_template), infill(cfg.infill_template);
+  auto fenced = [](std::string code) {
+    if (code.back() != '\n') code += '\n';
+    return "```python\n" + code + "```";
+  };
   std::vector<SftText> out;
   std::vector<std::string> missing;
   for (const auto& t : tasks) {
@@ -145,9 +154,13 @@ std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::st
       missing.push_back(t.id);
       continue;
     }
-    std::string sol = t.solution;
-    if (sol.back() != '\n') sol += '\n';
-    out.push_back({prompter(t, false), "```python\n" + sol + "```"});
+    for (const auto& kind : cfg.prompt_kinds) {
+      if (kind == "infill" && !t.infill) continue;  // a task without an infill split: end-to-end only
+      const std::string prompt = kind == "infill" ? infill(t, true) : e2e(t, false);
+      out.push_back({prompt, fenced(t.solution)});
+      if (cfg.wrong_solutions)
+        for (const auto& w : t.wrong_solutions) out.push_back({prompt, fenced(w.code)});
+    }
   }
   DICE_REQUIRE(missing.empty(), path, ": ", missing.size(), " of ", tasks.size(),
                " tasks have no solution to train on, e.g. '", missing[0], "'. Give tasks with solutions, or pairs.");

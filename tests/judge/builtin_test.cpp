@@ -45,6 +45,10 @@ TEST_P(BuiltinSet, WellFormedAndOrdered) {
     if (device == "cpu") EXPECT_TRUE(has(t.solution, "data_ptr<float>()"));
   }
   EXPECT_EQ(levels, (std::set<int>{1, 2, 3}));
+  // the first twelve CPU tasks have wrong twins (issue 22's SFT data), the CUDA form none
+  size_t twinned = 0;
+  for (const Task& t : tasks) twinned += !t.wrong_solutions.empty();
+  EXPECT_EQ(twinned, device == "cpu" ? 12u : 0u);
 }
 
 TEST_P(BuiltinSet, HonestSolutionsPassStaticChecksAndReferencesDoNot) {
@@ -55,6 +59,12 @@ TEST_P(BuiltinSet, HonestSolutionsPassStaticChecksAndReferencesDoNot) {
     for (const auto& f : findings) ADD_FAILURE() << f.check << ": " << f.detail;
     // the reference itself, submitted as a candidate, is rejected
     EXPECT_TRUE(has_reject(static_check(t.reference, device, StaticCheckConfig{})));
+    // a wrong twin differs from the solution and passes the static checks too: only running it tells
+    for (const auto& w : t.wrong_solutions) {
+      EXPECT_NE(w.code, t.solution);
+      EXPECT_FALSE(w.kind.empty());
+      for (const auto& f : static_check(w.code, device, StaticCheckConfig{})) ADD_FAILURE() << w.kind << ": " << f.check;
+    }
   }
 }
 

@@ -40,6 +40,7 @@ TEST(TaskStore, RoundTripKeepsEveryField) {
   a.solution = "class ModelNew: pass";
   a.infill = Infill{"PRE\n", "\nSUF"};
   a.device = "cpu";
+  a.wrong_solutions = {{"off_by_one", "class ModelNew: wrong"}, {"wrong_constant", "class ModelNew: 2"}};
   Task b;
   b.id = "t2";
   b.reference = "r";
@@ -56,6 +57,10 @@ TEST(TaskStore, RoundTripKeepsEveryField) {
   EXPECT_EQ(got[0].infill->prefix, "PRE\n");
   EXPECT_EQ(got[0].infill->suffix, "\nSUF");
   EXPECT_EQ(got[0].device, "cpu");
+  ASSERT_EQ(got[0].wrong_solutions.size(), 2u);
+  EXPECT_EQ(got[0].wrong_solutions[1].kind, "wrong_constant");
+  EXPECT_EQ(got[0].wrong_solutions[1].code, "class ModelNew: 2");
+  EXPECT_TRUE(got[1].wrong_solutions.empty());
   EXPECT_FALSE(got[1].infill.has_value());
   EXPECT_EQ(got[1].solution, "");
   EXPECT_EQ(got[1].device, "cuda");
@@ -90,6 +95,14 @@ TEST(TaskStore, ErrorsNameFileLineAndField) {
                     {"bad.jsonl:1", "unknown field 'colour'"});
   expect_load_error("{\"id\":\"a\",\"level\":1,\"difficulty\":0,\"reference\":\"r\"}\nnot json\n", {"bad.jsonl:2", "JSON"});
   expect_load_error("[1,2]\n", {"bad.jsonl:1", "object"});
+  expect_load_error("{\"id\":\"a\",\"level\":1,\"difficulty\":0,\"reference\":\"r\",\"wrong_solutions\":{}}\n",
+                    {"bad.jsonl:1", "'wrong_solutions'", "array"});
+  expect_load_error("{\"id\":\"a\",\"level\":1,\"difficulty\":0,\"reference\":\"r\",\"solution\":\"s\","
+                    "\"wrong_solutions\":[{\"kind\":\"k\",\"code\":\"s\"}]}\n",
+                    {"bad.jsonl:1", "wrong_solutions[0]", "the solution itself"});
+  expect_load_error("{\"id\":\"a\",\"level\":1,\"difficulty\":0,\"reference\":\"r\","
+                    "\"wrong_solutions\":[{\"kind\":\"k\",\"text\":\"x\"}]}\n",
+                    {"bad.jsonl:1", "unknown field 'text'"});
 }
 
 TEST(TaskStore, DuplicateIdsAreRejected) {

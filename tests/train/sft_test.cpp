@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 
+#include "dice/judge/task.h"
 #include "dice/text/chat.h"
 #include "dice/train/sft.h"
 #include "dice/util/error.h"
@@ -83,6 +84,36 @@ TEST(SftData, TasksBecomePromptAndSolutionBlock) {
   auto block = text::extract_code_block(t[0].response);
   ASSERT_TRUE(block.has_value());
   EXPECT_NE(block->code.find("ModelNew"), std::string::npos);
+}
+
+// Issue 22's SFT data: both prompt kinds per task, each task's wrong twins beside its solution.
+TEST(SftData, TasksWithBothPromptKindsAndWrongTwins) {
+  SftDataConfig c;
+  c.path = std::string(DICE_SOURCE_DIR) + "/configs/tasks/builtin_cpu.jsonl";
+  c.prompt_kinds = {"end_to_end", "infill"};
+  c.wrong_solutions = true;
+  c.max_tasks = 3;
+  const auto t = read_sft_texts(c);
+  const auto tasks = judge::load_tasks(c.path);
+  ASSERT_EQ(t.size(), 3u * 2u * 2u);  // 3 tasks x 2 kinds x (solution + one twin)
+  for (size_t k = 0; k < 3; ++k) {
+    const auto& task = tasks[k];
+    ASSERT_EQ(task.wrong_solutions.size(), 1u) << task.id;
+    const auto* e2e = &t[4 * k];
+    const auto* inf = &t[4 * k + 2];
+    EXPECT_EQ(e2e[0].prompt, e2e[1].prompt);  // the same prompt for the solution and its twin
+    EXPECT_EQ(inf[0].prompt, inf[1].prompt);
+    EXPECT_NE(e2e[0].prompt, inf[0].prompt);
+    EXPECT_NE(inf[0].prompt.find(task.infill->suffix.substr(0, 40)), std::string::npos) << "the infill prompt shows the suffix";
+    EXPECT_EQ(text::extract_code_block(e2e[0].response)->code, task.solution);
+    EXPECT_EQ(text::extract_code_block(e2e[1].response)->code, task.wrong_solutions[0].code);
+    EXPECT_EQ(text::extract_code_block(inf[1].response)->code, task.wrong_solutions[0].code);
+  }
+  c.wrong_solutions = false;
+  c.prompt_kinds = {"infill"};
+  EXPECT_EQ(read_sft_texts(c).size(), 3u);
+  c.prompt_kinds = {"e2e"};
+  EXPECT_NE(error_of([&] { read_sft_texts(c); }).find("'e2e' is not end_to_end or infill"), std::string::npos);
 }
 
 TEST(SftData, MalformedInputNamesTheFileAndRecord) {

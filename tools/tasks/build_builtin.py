@@ -8,6 +8,9 @@ Each task directory holds:
                    the same reference with those module-level `name = <int>` lines rewritten;
   solution_cpu.py  honest C++-only load_inline solution (plain loops over data_ptr<float>());
   solution_cuda.py honest CUDA load_inline solution (real __global__ kernels).
+  wrong_cpu.json   (optional) wrong twins of the CPU solution, [{"kind", "find", "replace"}]: each
+                   replaces one exact piece of solution_cpu.py (found once) to give code that builds
+                   and runs but computes something else; written as the task's "wrong_solutions".
 
 Every task also gets the kernel-infilling split of its solution (BiC-RL stage 1): the middle is
 the solution's first source-string assignment, the prefix and suffix the rest.
@@ -65,6 +68,21 @@ def infill_split(solution, where):
     return {"prefix": prefix, "suffix": suffix}
 
 
+def wrong_solutions(path, solution):
+    """The task's wrong twins (wrong_cpu.json) as [{kind, code}]."""
+    f = os.path.join(path, "wrong_cpu.json")
+    if not os.path.exists(f):
+        return []
+    out = []
+    for k, w in enumerate(json.loads(read(f))):
+        if set(w) != {"kind", "find", "replace"}:
+            sys.exit(f"{f}: twin {k}: needs exactly kind, find, replace")
+        if solution.count(w["find"]) != 1:
+            sys.exit(f"{f}: twin {k}: 'find' occurs {solution.count(w['find'])} times in solution_cpu.py (want 1)")
+        out.append({"kind": w["kind"], "code": solution.replace(w["find"], w["replace"])})
+    return out
+
+
 def read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
@@ -86,7 +104,7 @@ def build(root):
         for device in ("cpu", "cuda"):
             ref = reference if device == "cpu" else with_sizes(reference, meta["cuda_sizes"], path)
             solution = read(os.path.join(path, f"solution_{device}.py"))
-            sets[device].append({
+            task = {
                 "id": f"builtin_{device}_{d}",
                 "level": int(meta["level"]),
                 "difficulty": float(meta["difficulty"]),
@@ -94,7 +112,11 @@ def build(root):
                 "infill": infill_split(solution, f"{path}/solution_{device}.py"),
                 "solution": solution,
                 "device": device,
-            })
+            }
+            wrong = wrong_solutions(path, solution) if device == "cpu" else []
+            if wrong:
+                task["wrong_solutions"] = wrong
+            sets[device].append(task)
     out = {}
     for device, tasks in sets.items():
         tasks.sort(key=lambda t: (t["difficulty"], t["id"]))

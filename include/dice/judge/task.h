@@ -11,6 +11,14 @@ struct Infill {
   std::string suffix;  // code after it
 };
 
+// A wrong twin of a task's solution: it compiles and runs, and computes something else (an off-by-one
+// bound, a wrong constant, a missing term). SFT data with twins gives a model that writes both, for
+// RL with the real judge to tell apart.
+struct WrongSolution {
+  std::string kind;  // what is wrong, e.g. "off_by_one", "wrong_constant", "missing_term"
+  std::string code;  // the whole ModelNew file
+};
+
 struct Task {
   std::string id;          // unique within a task set, e.g. "kb_L1_19_ReLU" or "builtin_cpu_003_relu"
   int level = 1;           // KernelBench level (1 single op, 2 fused, 3 architecture); 0 = trivial
@@ -19,13 +27,15 @@ struct Task {
   std::optional<Infill> infill;
   std::string solution;    // optional reference ModelNew file (honest solution), "" if none
   std::string device = "cuda";  // "cuda" (CUDA candidates, GPU) or "cpu" (C++-only load_inline, CI)
+  std::vector<WrongSolution> wrong_solutions;  // optional wrong twins of `solution`
 };
 
 // JSONL I/O; errors name the file and line.
 //
 // One JSON object per line with keys id (non-empty string), level (integer), difficulty (number),
 // reference (non-empty string), optional infill {prefix, suffix} (strings), optional solution
-// (string), optional device ("cuda" default, or "cpu"). Blank lines are skipped; unknown keys, a
+// (string), optional device ("cuda" default, or "cpu"), optional wrong_solutions [{kind, code}]
+// (strings). Blank lines are skipped; unknown keys, a
 // wrong type and a repeated id are rejected with "<file>:<line>: ..." naming the field.
 std::vector<Task> load_tasks(const std::string& path);
 // Writes atomically (a reader never sees half a file); rejects duplicate or empty ids.

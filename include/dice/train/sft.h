@@ -58,6 +58,12 @@ struct SftDataConfig {
   std::string prompt_template;  // tasks: "" = configs/prompts end-to-end default for each task's device
   bool think_prefix = true;     // LLaMA-Factory's qwen3 template, as DICE trained: an empty think block first
   int64_t max_tokens = 6144;    // cutoff_len: longer examples are dropped
+  // tasks format: which prompts each task gives (end_to_end, infill: the same answer, a whole file),
+  // its wrong twins as examples too, and the first max_tasks tasks only (0 = all)
+  std::vector<std::string> prompt_kinds{"end_to_end"};
+  std::string infill_template;  // "" = the built-in infill template per device
+  bool wrong_solutions = false;
+  int64_t max_tasks = 0;
 
   template <class V> void visit(V& v) {
     v("path", path, "SFT data: JSON / JSONL of {prompt, response} (or alpaca), or a task JSONL with solutions");
@@ -65,6 +71,11 @@ struct SftDataConfig {
     v("prompt_template", prompt_template, "tasks format: prompt template file (default: end-to-end per device)");
     v("think_prefix", think_prefix, "start every response with an empty <think></think> block (DICE's SFT)");
     v("max_tokens", max_tokens, "examples longer than this many tokens (prompt + response) are dropped");
+    v("prompt_kinds", prompt_kinds, "tasks format: one example per task and kind: end_to_end and/or infill");
+    v("infill_template", infill_template, "tasks format: infill prompt template file (default: per device)");
+    v("wrong_solutions", wrong_solutions,
+      "tasks format: each task's wrong twins (wrong_solutions) are examples too, beside its solution");
+    v("max_tasks", max_tasks, "tasks format: the first this many tasks (0 = all)");
   }
 };
 
