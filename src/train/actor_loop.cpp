@@ -79,7 +79,7 @@ nlohmann::json ActorLoop::evaluate(const StageData& st, int64_t samples, int64_t
   {
     rollout::ScopedRecordFn to_judge(*sampler_, [&](int64_t i, const rollout::SampleRecord& rec) {
       const int64_t s = sample_of[static_cast<size_t>(i)];
-      queue.submit(s, job_for(st.tasks[static_cast<size_t>(s / samples)], rec.response_ids));
+      queue.submit(s, job_for(st, st.tasks[static_cast<size_t>(s / samples)], rec.response_ids));
     });
     // noise streams of their own: training's are step * N_train + sample, far below 2^62
     const uint64_t first = (uint64_t{1} << 62) + static_cast<uint64_t>(step * N + shard.begin);
@@ -116,7 +116,7 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   rollout::ScopedRecordFn to_judge(*sampler_, !queue ? rollout::Sampler::RecordFn() :
       [&](int64_t i, const rollout::SampleRecord& rec) {
         const int64_t s = run_begin + i;
-        queue->submit(s, job_for(st.tasks[static_cast<size_t>(slots[s / G])], rec.response_ids));
+        queue->submit(s, job_for(st, st.tasks[static_cast<size_t>(slots[s / G])], rec.response_ids));
       });
   Timer t_sample;
   for (int64_t s = shard.begin; s < shard.end; ++s) {
@@ -174,10 +174,11 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   // for rollouts/step_N.jsonl: what a person reads (not timed as the advantage phase)
   if (cfg_.rollout.write_rollouts) {
     for (const auto& r : out.mine) {
-      nlohmann::json d = {{"response", r.sampled ? job_for(st.tasks[static_cast<size_t>(r.task)], r.traj.response_ids).text : ""}};
+      const std::string answer = r.sampled ? decode(r.traj.response_ids) : "";
+      nlohmann::json d = {{"response", answer}};
       auto v = verdicts.find(r.sample - shard.begin);
       if (v != verdicts.end()) {
-        d["code"] = judge::extract_candidate_code(d["response"].get<std::string>());
+        d["code"] = candidate_job(st.tasks[static_cast<size_t>(r.task)], answer, st.cfg.answer == "middle").text;
         d["verdict"] = {{"failure", judge::failure_name(v->second.failure)}, {"correct", v->second.correct},
                         {"compiled", v->second.compiled}, {"reward", r.reward}, {"speedup", v->second.speedup},
                         {"log_tail", v->second.log_tail.substr(0, 400)}};
@@ -220,12 +221,16 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   return out;
 }
 
-judge::Job ActorLoop::job_for(const judge::Task& task, const std::vector<int64_t>& response) const {
+std::string ActorLoop::decode(const std::vector<int64_t>& response) const {
   // Ids past the tokenizer (the model's padded vocabulary rows) have no text.
   std::vector<int32_t> ids;
   for (auto t : response)
     if (t < tok_.vocab_size()) ids.push_back(static_cast<int32_t>(t));
-  return {&task, tok_.decode(ids, /*skip_special=*/true), false};
+  return tok_.decode(ids, /*skip_special=*/true);
+}
+
+judge::Job ActorLoop::job_for(const StageData& st, const judge::Task& task, const std::vector<int64_t>& response) const {
+  return candidate_job(task, decode(response), st.cfg.answer == "middle");
 }
 
 std::vector<double> ActorLoop::synthetic_rewards(const std::vector<Rollout>& rs) const {

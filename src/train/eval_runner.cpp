@@ -105,7 +105,14 @@ std::map<std::string, std::string> given_responses(const EvalConfig& cfg, const 
   if (cfg.use_solutions) {
     for (const auto& t : tasks) {
       DICE_REQUIRE(!t.solution.empty(), "--use-solutions: task '", t.id, "' has no solution");
-      for (int s = 0; s < cfg.samples; ++s) out[sample_key(t.id, s)] = "```python\n" + t.solution + "```\n";
+      std::string answer = "```python\n" + t.solution + "```\n";
+      if (cfg.answer == "middle" && t.infill) {  // the part of the solution between prefix and suffix
+        auto middle = infill_middle(t, t.solution);
+        DICE_REQUIRE(middle.has_value(), "--use-solutions: the solution of task '", t.id,
+                     "' does not begin with its infill prefix and end with its suffix");
+        answer = *middle;
+      }
+      for (int s = 0; s < cfg.samples; ++s) out[sample_key(t.id, s)] = answer;
     }
   } else if (!cfg.responses.empty()) {
     fs::for_each_line(cfg.responses, [&](int lineno, const std::string& line) {
@@ -308,10 +315,11 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::On
       }
     };
     // The same pipeline as the RL actor: each sequence goes to the judge as soon as it is decoded.
-    // The DICE/KernelBench protocol judges the FIRST fenced code block of the answer.
+    // The DICE/KernelBench protocol judges the FIRST fenced code block of the answer (answer: file).
     judge::JudgeQueue queue(judger, store_record);
     auto submit = [&](int64_t k) {
-      queue.submit(k, {&tasks[todo[begin + k].task], judge::extract_candidate_code(responses[k]), true});
+      const auto& t = tasks[todo[begin + k].task];
+      queue.submit(k, candidate_job(t, responses[k], cfg.answer == "middle" && t.infill.has_value()));
     };
     if (use_model) {
       // Runs of consecutive item indices share one generate() call (noise stream = item index).

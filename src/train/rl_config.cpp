@@ -16,6 +16,8 @@ void StageConfig::validate() const {
   DICE_REQUIRE(steps >= 1, "stage '", name, "' has steps ", steps, "; it needs at least 1.");
   DICE_REQUIRE(!tasks.empty(), "stage '", name, "' names no task file (stages[].tasks).");
   DICE_REQUIRE(max_prompt_len >= 1, "stage '", name, "' has max_prompt_len ", max_prompt_len, ".");
+  DICE_REQUIRE(answer == "file" || kind == "infill", "stage '", name, "' has answer: ", answer,
+               ", which only an infill stage can have (kind: infill).");
 }
 
 void RolloutConfig::validate() const {
@@ -51,6 +53,8 @@ void TrainEvalConfig::validate() const {
   DICE_REQUIRE(samples >= 1, "eval.samples must be >= 1, got ", samples, ".");
   DICE_REQUIRE(max_tasks >= 0, "eval.max_tasks must be >= 0 (0: all), got ", max_tasks, ".");
   DICE_REQUIRE(max_prompt_len >= 1, "eval.max_prompt_len must be >= 1, got ", max_prompt_len, ".");
+  DICE_REQUIRE(answer == "file" || kind == "infill", "eval.answer is ", answer,
+               ", which only an infill evaluation can have (eval.kind: infill).");
 }
 
 void RlRunConfig::validate() const {

@@ -246,6 +246,7 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
     StageConfig ec;
     ec.name = "eval";
     ec.kind = cfg.eval.kind;
+    ec.answer = cfg.eval.answer;
     ec.tasks = cfg.eval.tasks;
     ec.max_prompt_len = cfg.eval.max_prompt_len;
     ec.prompt_template = cfg.eval.prompt_template;

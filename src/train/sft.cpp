@@ -157,9 +157,17 @@ std::vector<SftText> read_task_solutions(const SftDataConfig& cfg, const std::st
     for (const auto& kind : cfg.prompt_kinds) {
       if (kind == "infill" && !t.infill) continue;  // a task without an infill split: end-to-end only
       const std::string prompt = kind == "infill" ? infill(t, true) : e2e(t, false);
-      out.push_back({prompt, fenced(t.solution)});
+      auto answer = [&](const std::string& code, const char* what) {
+        if (kind != "infill" || cfg.answer != "middle") return fenced(code);
+        auto middle = infill_middle(t, code);
+        DICE_REQUIRE(middle.has_value(), path, ": task '", t.id, "': its ", what,
+                     " does not begin with the infill prefix and end with the suffix, so it has no middle to "
+                     "train on (data.answer: middle)");
+        return *middle;
+      };
+      out.push_back({prompt, answer(t.solution, "solution")});
       if (cfg.wrong_solutions)
-        for (const auto& w : t.wrong_solutions) out.push_back({prompt, fenced(w.code)});
+        for (const auto& w : t.wrong_solutions) out.push_back({prompt, answer(w.code, "wrong twin")});
     }
   }
   DICE_REQUIRE(missing.empty(), path, ": ", missing.size(), " of ", tasks.size(),

@@ -24,3 +24,22 @@ std::string TaskPrompter::operator()(const judge::Task& t, bool infill) {
 }
 
 }  // namespace dice::train
+
+namespace dice::train {
+
+judge::Job candidate_job(const judge::Task& t, const std::string& answer, bool middle) {
+  if (!middle) return {&t, judge::extract_candidate_code(answer), true};
+  DICE_CHECK(t.infill.has_value(), "task ", t.id, " has no infill split for a middle answer");
+  return {&t, t.infill->prefix + answer + t.infill->suffix, true};
+}
+
+std::optional<std::string> infill_middle(const judge::Task& t, const std::string& code) {
+  if (!t.infill) return std::nullopt;
+  const auto& [prefix, suffix] = *t.infill;
+  if (code.size() < prefix.size() + suffix.size() || code.compare(0, prefix.size(), prefix) != 0 ||
+      code.compare(code.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  return code.substr(prefix.size(), code.size() - prefix.size() - suffix.size());
+}
+
+}  // namespace dice::train

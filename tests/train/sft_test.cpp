@@ -11,6 +11,7 @@
 #include "dice/judge/task.h"
 #include "dice/text/chat.h"
 #include "dice/train/sft.h"
+#include "dice/train/task_prompt.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 
@@ -114,6 +115,40 @@ TEST(SftData, TasksWithBothPromptKindsAndWrongTwins) {
   EXPECT_EQ(read_sft_texts(c).size(), 3u);
   c.prompt_kinds = {"e2e"};
   EXPECT_NE(error_of([&] { read_sft_texts(c); }).find("'e2e' is not end_to_end or infill"), std::string::npos);
+}
+
+// Fill-in-the-middle answers (data.answer: middle) on the gap tasks: the answer is only the code
+// between prefix and suffix, and the judge's file (candidate_job) is prefix + answer + suffix.
+TEST(SftData, MiddleAnswersOnGapTasksRebuildTheFiles) {
+  SftDataConfig c;
+  c.path = std::string(DICE_SOURCE_DIR) + "/configs/tasks/builtin_cpu_gaps.jsonl";
+  c.prompt_kinds = {"infill"};
+  c.answer = "middle";
+  c.wrong_solutions = true;
+  const auto t = read_sft_texts(c);
+  const auto tasks = judge::load_tasks(c.path);
+  ASSERT_EQ(tasks.size(), 12u);
+  ASSERT_EQ(t.size(), 24u);  // solution + its twin per task
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    const auto& task = tasks[k];
+    EXPECT_EQ(t[2 * k].prompt, t[2 * k + 1].prompt);
+    EXPECT_NE(t[2 * k].response, t[2 * k + 1].response) << task.id;
+    EXPECT_LT(t[2 * k].response.size(), 40u) << task.id << ": a gap is a few words";
+    EXPECT_EQ(candidate_job(task, t[2 * k].response, true).text, task.solution) << task.id;
+    EXPECT_EQ(candidate_job(task, t[2 * k + 1].response, true).text, task.wrong_solutions[0].code) << task.id;
+    EXPECT_TRUE(candidate_job(task, t[2 * k].response, true).is_code);
+  }
+  EXPECT_EQ(t[0].response, "+");  // 001_add: a + b, its twin a - b
+  EXPECT_EQ(t[1].response, "-");
+  // answer: file keeps the whole fenced file; a file answer is judged by its first code block
+  c.answer = "file";
+  const auto whole = read_sft_texts(c);
+  EXPECT_EQ(text::extract_code_block(whole[0].response)->code, tasks[0].solution);
+  EXPECT_EQ(candidate_job(tasks[0], whole[0].response, false).text, tasks[0].solution);
+  EXPECT_EQ(candidate_job(tasks[0], "no code here", false).text, "");
+  // a code that does not keep the prefix and suffix has no middle
+  EXPECT_FALSE(infill_middle(tasks[0], "x" + tasks[0].solution).has_value());
+  EXPECT_EQ(*infill_middle(tasks[0], tasks[0].solution), "+");
 }
 
 TEST(SftData, MalformedInputNamesTheFileAndRecord) {

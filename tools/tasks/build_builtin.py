@@ -16,7 +16,12 @@ Every task also gets the kernel-infilling split of its solution (BiC-RL stage 1)
 the solution's first source-string assignment, the prefix and suffix the rest.
 
 Writes configs/tasks/builtin_cpu.jsonl and configs/tasks/builtin_cuda.jsonl (DESIGN §4 task
-records, ids builtin_<device>_<NNN_name>, sorted easy -> hard by difficulty). Needs no torch.
+records, ids builtin_<device>_<NNN_name>, sorted easy -> hard by difficulty), and
+configs/tasks/builtin_cpu_gaps.jsonl: the CPU tasks that have wrong twins, each with the smallest
+gap instead (ids builtin_cpu_gap_<NNN_name>): the infill middle is the span where the solution and
+its twins differ, widened to whole words, so an answer is a few tokens that decide whether the
+kernel is right (the quickstart's fill-in-the-middle tasks: a tiny model learns them in a minute).
+Needs no torch.
 
   tools/tasks/build_builtin.py [--root configs/tasks] [--check]
 --check exits 1 when the committed JSONL files differ from what would be written.
@@ -83,6 +88,34 @@ def wrong_solutions(path, solution):
     return out
 
 
+WORD = re.compile(r"[A-Za-z0-9_.]")
+
+
+def gap_split(solution, wrong, where):
+    """The infill split whose middle is the smallest span where the solution and its twins differ,
+    widened to whole words (identifiers and numbers are never cut)."""
+    lo, hi = len(solution), 0  # the gap is solution[lo:hi]
+    for w in wrong:
+        other = w["code"]
+        a = 0
+        while a < min(len(solution), len(other)) and solution[a] == other[a]:
+            a += 1
+        b = 0
+        while b < min(len(solution), len(other)) - a and solution[-1 - b] == other[-1 - b]:
+            b += 1
+        lo, hi = min(lo, a), max(hi, len(solution) - b)
+    while lo > 0 and WORD.match(solution[lo - 1]):
+        lo -= 1
+    while hi < len(solution) and WORD.match(solution[hi]):
+        hi += 1
+    if hi <= lo:
+        sys.exit(f"{where}: a twin equals the solution")
+    prefix, suffix = solution[:lo], solution[hi:]
+    for w in wrong:
+        assert w["code"].startswith(prefix) and w["code"].endswith(suffix) and len(w["code"]) > len(prefix) + len(suffix) - 1
+    return {"prefix": prefix, "suffix": suffix}
+
+
 def read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
@@ -93,7 +126,7 @@ def build(root):
     dirs = sorted(d for d in os.listdir(builtin) if re.match(r"^\d{3}_\w+$", d))
     if not dirs:
         sys.exit(f"no task directories (NNN_name) under {builtin}")
-    sets = {"cpu": [], "cuda": []}
+    sets = {"cpu": [], "cuda": [], "cpu_gaps": []}
     for d in dirs:
         path = os.path.join(builtin, d)
         meta = json.loads(read(os.path.join(path, "meta.json")))
@@ -116,6 +149,9 @@ def build(root):
             wrong = wrong_solutions(path, solution) if device == "cpu" else []
             if wrong:
                 task["wrong_solutions"] = wrong
+                gap = dict(task, id=f"builtin_{device}_gap_{d}",
+                           infill=gap_split(solution, wrong, f"{path}/wrong_cpu.json"))
+                sets["cpu_gaps"].append(gap)
             sets[device].append(task)
     out = {}
     for device, tasks in sets.items():

@@ -58,7 +58,9 @@ class ActorLoop {
   void release() { sampler_->release(); }  // frees the KV cache (colocated: before the update)
 
  private:
-  judge::Job job_for(const judge::Task& task, const std::vector<int64_t>& response) const;
+  std::string decode(const std::vector<int64_t>& response) const;  // the answer's text
+  // What the judge gets for one answer to a prompt of stage `st` (task_prompt.h: candidate_job).
+  judge::Job job_for(const StageData& st, const judge::Task& task, const std::vector<int64_t>& response) const;
   std::vector<double> synthetic_rewards(const std::vector<Rollout>& rs) const;
   // verdicts (optional): each judged sample's verdict, by its index among this actor's samples
   std::vector<double> judge_rewards(judge::JudgeQueue& queue, int64_t first, size_t n, nlohmann::json& m,

@@ -31,6 +31,7 @@ struct EvalConfig {
   std::vector<int> pass_k = {1};
   std::vector<double> fast_p = {0.0, 1.0, 2.0};
   std::string prompt_template;   // "" = configs/prompts default for the task kind and device
+  std::string answer = "file";   // what an infill task's answer is: file | middle (task_prompt.h)
   std::string responses;         // JSONL {task_id, sample_id?, response}: judge these, no model
   bool use_solutions = false;    // judge each task's honest solution as the response (no model)
   std::string baseline;          // baseline timing file (dice eval baseline): speedups against it
@@ -52,6 +53,9 @@ struct EvalConfig {
     v("pass_k", pass_k, "k values for pass@k");
     v("fast_p", fast_p, "speedup thresholds p for fast_p");
     v("prompt_template", prompt_template, "prompt template file");
+    v.choice("answer", answer, {"file", "middle"},
+             "what the answer to an infill task's prompt is: file (the whole file in a code block, DICE) or "
+             "middle (only the code between prefix and suffix; judged as prefix + answer + suffix)");
     v("responses", responses, "judge these responses instead of sampling");
     v("use_solutions", use_solutions, "judge the tasks' honest solutions (pipeline check)");
     v("baseline", baseline, "baseline timing file");

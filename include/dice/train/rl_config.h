@@ -29,10 +29,14 @@ struct StageConfig {
   std::string tasks;                // task JSONL, in curriculum order
   int64_t max_prompt_len = 1500;    // longer prompts are dropped (whole groups) and counted
   std::string prompt_template;      // "" = configs/prompts default for the kind and task device
+  std::string answer = "file";      // infill: file (the whole file, DICE) | middle (only the gap; task_prompt.h)
 
   template <class V> void visit(V& v) {
     v("name", name, "stage name (checkpoints record it)");
     v.choice("kind", kind, {"infill", "end_to_end"}, "prompt kind");
+    v.choice("answer", answer, {"file", "middle"},
+             "what an infill answer is: file (the whole file in a code block, DICE) or middle (only the code "
+             "between prefix and suffix; the judge gets prefix + answer + suffix)");
     v("steps", steps, "RL steps of this stage");
     v("tasks", tasks, "task JSONL file (its order is the curriculum)");
     v("max_prompt_len", max_prompt_len, "prompts longer than this many tokens are dropped");
@@ -166,6 +170,7 @@ struct TrainEvalConfig {
   int64_t samples = 1;
   int64_t max_tasks = 0;  // the first N tasks of the file (0: all)
   std::string kind = "end_to_end";
+  std::string answer = "file";  // as stages[].answer
   std::string prompt_template;
   int64_t max_prompt_len = 4096;
   template <class V> void visit(V& v) {
@@ -174,6 +179,7 @@ struct TrainEvalConfig {
     v("samples", samples, "samples per task");
     v("max_tasks", max_tasks, "evaluate the first N tasks of the file (0: all)");
     v.choice("kind", kind, {"infill", "end_to_end"}, "prompt kind");
+    v.choice("answer", answer, {"file", "middle"}, "what an infill answer is (as stages[].answer)");
     v("prompt_template", prompt_template, "prompt template file (empty: the default for the kind and device)");
     v("max_prompt_len", max_prompt_len, "prompts longer than this many tokens are not sampled (counted as failed)");
   }

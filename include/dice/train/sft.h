@@ -62,6 +62,7 @@ struct SftDataConfig {
   // its wrong twins as examples too, and the first max_tasks tasks only (0 = all)
   std::vector<std::string> prompt_kinds{"end_to_end"};
   std::string infill_template;  // "" = the built-in infill template per device
+  std::string answer = "file";  // infill prompts' answer: file (whole file, fenced) | middle (the gap, as is)
   bool wrong_solutions = false;
   int64_t max_tasks = 0;
 
@@ -73,6 +74,9 @@ struct SftDataConfig {
     v("max_tokens", max_tokens, "examples longer than this many tokens (prompt + response) are dropped");
     v("prompt_kinds", prompt_kinds, "tasks format: one example per task and kind: end_to_end and/or infill");
     v("infill_template", infill_template, "tasks format: infill prompt template file (default: per device)");
+    v.choice("answer", answer, {"file", "middle"},
+             "tasks format: what an infill prompt's answer is: file (the whole file in a code block, DICE) or "
+             "middle (only the code between prefix and suffix, as written)");
     v("wrong_solutions", wrong_solutions,
       "tasks format: each task's wrong twins (wrong_solutions) are examples too, beside its solution");
     v("max_tasks", max_tasks, "tasks format: the first this many tasks (0 = all)");
