@@ -17,8 +17,10 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -485,14 +487,28 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
   std::condition_variable cv;
   std::deque<size_t> ready;
   size_t done = 0, pending_compiles = 0;
+  // Jobs with the same code for the same task (an RL group often samples one answer many times) are
+  // judged once: the later ones get the first one's verdict when it is final.
+  std::map<std::pair<std::string, std::string>, size_t> first_with;  // (task id, code file) -> job
+  std::vector<std::vector<size_t>> copies(n);
 
-  auto finish = [&](size_t i) {  // caller holds mu
+  auto report = [&](size_t i) {  // caller holds mu
     ++done;
-    if (impl_->unsandboxed) verdicts[i].flags.push_back("unsandboxed");  // judge.sandbox.allow_unsandboxed
     // After a signal began our own shutdown, what ends is cut short, not judged: nothing is reported.
     if (!cleanup::shutting_down()) {
       if (on_verdict) on_verdict(i, verdicts[i]);
       if (progress) progress(done, n);
+    }
+  };
+  auto finish = [&](size_t i) {  // caller holds mu
+    if (impl_->unsandboxed) verdicts[i].flags.push_back("unsandboxed");  // judge.sandbox.allow_unsandboxed
+    report(i);
+    for (size_t c : copies[i]) {
+      verdicts[c] = verdicts[i];
+      verdicts[c].same_as = static_cast<int>(i);
+      verdicts[c].compile_s = verdicts[c].exec_s = 0;
+      verdicts[c].cache_hit = verdicts[c].compiled;  // its build is the first one's
+      report(c);
     }
     cv.notify_all();
   };
@@ -554,8 +570,14 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     req["atol"] = cfg_.atol >= 0 ? nlohmann::json(cfg_.atol) : nlohmann::json(nullptr);
     req["rtol"] = cfg_.rtol >= 0 ? nlohmann::json(cfg_.rtol) : nlohmann::json(nullptr);
     req["record_ops"] = cfg_.own_kernel != "off" || cfg_.library_ops != "off";
+    auto key = std::make_pair(job.task->id, req["candidate"].get<std::string>());
     requests[i] = std::move(req);
-    to_compile.emplace_back(i, code);
+    auto [it, first] = first_with.emplace(key, i);
+    if (first) {
+      to_compile.emplace_back(i, code);
+    } else {
+      copies[it->second].push_back(i);
+    }
   }
 
   // 2. compile (pool threads) -> ready queue -> executors (one thread each)

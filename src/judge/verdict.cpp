@@ -77,6 +77,7 @@ void to_json(nlohmann::json& j, const Verdict& v) {
                      {"compile_s", v.compile_s},
                      {"exec_s", v.exec_s},
                      {"cache_hit", v.cache_hit}};
+  if (v.same_as >= 0) j["same_as"] = v.same_as;
 }
 
 void from_json(const nlohmann::json& j, Verdict& v) {
@@ -98,6 +99,7 @@ void from_json(const nlohmann::json& j, Verdict& v) {
     v.compile_s = j.value("compile_s", 0.0);
     v.exec_s = j.value("exec_s", 0.0);
     v.cache_hit = j.value("cache_hit", false);
+    v.same_as = j.value("same_as", -1);
   } catch (const nlohmann::json::exception& e) {
     throw Error(str("malformed verdict record: ", e.what()));
   }

@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
 #include "dice/util/error.h"
 #include "judge/judge_testing.h"
 
@@ -32,6 +38,42 @@ TEST(JudgeQueue, EveryJobGetsItsVerdictUnderItsKey) {
   ASSERT_EQ(v2.size(), 1u);
   EXPECT_TRUE(v2.count(7));
   EXPECT_EQ(st.latency_s.size(), 1u);
+}
+
+TEST(JudgeQueue, TheSameJobTwiceIsJudgedOnceUntilDrain) {
+  Judge judge(testing::test_config());
+  Task relu = testing::cpu_task("relu"), rowsum = testing::cpu_task("rowsum");
+  std::atomic<bool> first_done{false};
+  std::vector<int64_t> reported;
+  std::mutex mu;
+  JudgeQueue q(judge, [&](int64_t key, const Verdict&) {
+    std::lock_guard<std::mutex> lock(mu);
+    reported.push_back(key);
+    if (key == 1) first_done = true;
+  });
+  q.submit(1, {&relu, "no code, answer A", false});
+  q.submit(2, {&relu, "no code, answer A", false});    // waits for 1's verdict (or is in 1's batch's wake)
+  q.submit(3, {&rowsum, "no code, answer A", false});  // another task: judged on its own
+  q.submit(4, {&relu, "no code, answer A", true});     // as code, not as a response: judged on its own
+  while (!first_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  q.submit(5, {&relu, "no code, answer A", false});  // its first is already done
+  auto v = q.drain();
+  ASSERT_EQ(v.size(), 5u);
+  EXPECT_EQ(v.at(1).same_as, -1);
+  EXPECT_EQ(v.at(2).same_as, 1);
+  EXPECT_EQ(v.at(3).same_as, -1);
+  EXPECT_EQ(v.at(4).same_as, -1);
+  EXPECT_EQ(v.at(5).same_as, 1);
+  EXPECT_EQ(v.at(2).failure, Failure::kNoCode);
+  EXPECT_EQ(v.at(5).task_id, relu.id);
+  EXPECT_EQ(v.at(3).task_id, rowsum.id);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(reported.size(), 5u);  // every key reported once, copies included
+  }
+  // after drain() the same job is judged afresh
+  q.submit(6, {&relu, "no code, answer A", false});
+  EXPECT_EQ(q.drain().at(6).same_as, -1);
 }
 
 TEST(JudgeQueue, DrainWithNothingSubmittedReturnsAtOnce) {

@@ -14,7 +14,7 @@
 using namespace dice::judge;
 using namespace dice::judge::testing;
 
-TEST(Judge, HonestCandidatesAreCorrectAndIdenticalOnesBuildOnce) {
+TEST(Judge, HonestCandidatesAreCorrectAndIdenticalOnesAreJudgedOnce) {
   Task relu = cpu_task("relu"), rowsum = cpu_task("rowsum");
   JudgeConfig cfg = test_config();
   cfg.timing = true;
@@ -48,9 +48,23 @@ TEST(Judge, HonestCandidatesAreCorrectAndIdenticalOnesBuildOnce) {
   }
   EXPECT_EQ(v[0].task_id, "test_relu");
   EXPECT_EQ(v[1].task_id, "test_rowsum");
-  // the second and third relu candidates shared the first one's build
-  EXPECT_TRUE(v[2].cache_hit);
-  EXPECT_TRUE(v[3].cache_hit);
+  // the second and third relu candidates (the same code, once inside a response) were not built or
+  // run again: they carry the first one's verdict
+  EXPECT_EQ(v[0].same_as, -1);
+  EXPECT_EQ(v[1].same_as, -1);
+  EXPECT_GT(v[0].exec_s, 0);
+  for (size_t i : {2, 3}) {
+    EXPECT_EQ(v[i].same_as, 0) << i;
+    EXPECT_TRUE(v[i].cache_hit) << i;
+    EXPECT_EQ(v[i].exec_s, 0) << i;
+    EXPECT_EQ(v[i].runtime_ms, v[0].runtime_ms) << i;
+  }
+  // a later batch with the same code is judged afresh (fresh hidden seeds), from the build cache
+  auto later = judge.judge({code_job(relu, candidate("relu_honest.py"))});
+  EXPECT_TRUE(later[0].correct) << later[0].log_tail;
+  EXPECT_EQ(later[0].same_as, -1);
+  EXPECT_TRUE(later[0].cache_hit);
+  EXPECT_GT(later[0].exec_s, 0);
 }
 
 TEST(Judge, NoCodeAndCompileError) {
@@ -117,6 +131,7 @@ TEST(Verdict, JsonRoundTrip) {
   v.log_tail = "max abs error";
   v.compile_s = 1.5;
   v.cache_hit = true;
+  v.same_as = 3;
   nlohmann::json j = v;
   EXPECT_EQ(j["failure"], "wrong_value");
   Verdict back = j.get<Verdict>();
@@ -126,6 +141,9 @@ TEST(Verdict, JsonRoundTrip) {
   EXPECT_EQ(back.findings[0].check, "try_except");
   EXPECT_DOUBLE_EQ(back.max_abs_error, 0.5);
   EXPECT_TRUE(back.cache_hit);
+  EXPECT_EQ(back.same_as, 3);
+  EXPECT_FALSE(nlohmann::json(Verdict{}).contains("same_as"));
+  EXPECT_EQ(nlohmann::json(Verdict{}).get<Verdict>().same_as, -1);
   EXPECT_THROW(failure_from_name("bogus"), dice::Error);
   nlohmann::json bad = {{"task_id", "x"}, {"failure", "bogus"}};
   EXPECT_THROW(bad.get<Verdict>(), dice::Error);

@@ -11,13 +11,17 @@
 // (so a batch's builds run in parallel in the compile pool and its executions overlap its
 // builds); jobs submitted meanwhile wait for the next batch. Judge::judge is only ever called from
 // the worker. A judge error is rethrown by drain().
+// A job with the same task and text as one submitted earlier since the last drain() is not judged
+// again: it gets that job's verdict, with `same_as` set to that job's key.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dice/judge/judge.h"
@@ -47,6 +51,7 @@ class JudgeQueue {
 
  private:
   void work();
+  void copy_verdict(int64_t key, int64_t first);  // the worker thread, outside mu_
 
   Judge& judge_;
   VerdictKeyFn on_verdict_;
@@ -55,6 +60,10 @@ class JudgeQueue {
   std::vector<std::pair<int64_t, Job>> waiting_;
   std::map<int64_t, double> submitted_s_;
   std::map<int64_t, Verdict> done_;
+  std::map<std::pair<std::string, std::string>, int64_t> first_;  // (task id, kind + text) -> key
+  std::map<int64_t, std::vector<int64_t>> copies_;  // first key -> later keys waiting for its verdict
+  std::vector<std::pair<int64_t, int64_t>> copy_now_;  // (key, first key) whose first is already done
+  int64_t copies_pending_ = 0;
   QueueStats stats_;
   int64_t in_flight_ = 0;
   std::exception_ptr error_;

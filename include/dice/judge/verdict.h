@@ -55,6 +55,9 @@ struct Verdict {
   double compile_s = 0;
   double exec_s = 0;
   bool cache_hit = false;     // build reused from the content-hash cache
+  int same_as = -1;           // >= 0: the same code for the same task as that earlier job (its index in
+                              // the Judge::judge batch, its key in a JudgeQueue), judged once: this is
+                              // its verdict (compile_s and exec_s 0)
 };
 
 // JSON (one verdict per JSONL line); from_json throws dice::Error naming a bad field.
