@@ -17,8 +17,7 @@ grep "^step " "$OUT/learn_gaps.log" | awk 'NR % 50 == 1' | tail -20
 grep "^step " "$OUT/learn_gaps.log" | tail -3
 for d in sft rl eval_before eval_after compare; do
   mkdir -p "$OUT/$d"
-  cp "$run/$d"/{metrics.jsonl,report.md,report.json,compare.md,log.txt} "$OUT/$d/" 2>/dev/null
+  cp "$run/$d"/{metrics.jsonl,report.md,report.json,compare.md,log.txt,samples.jsonl} "$OUT/$d/" 2>/dev/null
   cp -r "$run/$d/plots" "$OUT/$d/" 2>/dev/null
 done
-cp "$run"/eval_*/samples.jsonl "$OUT/" 2>/dev/null
 ls "$run" 2>/dev/null
