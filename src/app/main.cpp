@@ -1,7 +1,10 @@
 // The `dice` executable: CLI11 front end over the subcommands registered in src/app/cmd_*.cpp.
 // User-caused errors (dice::Error) print one sentence and exit 2; no stack traces.
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -50,9 +53,24 @@ bool take_log_level(int& argc, char** argv) {
   return true;
 }
 
+// Freed memory stays with the process: glibc would hand every block above its mmap threshold
+// (32 MiB at most, less than one fp32 copy of a 151,936-word embedding) back to the kernel on free
+// and fault it in page by page on the next step. On CPU that was 88 % of a tiny model's SFT step
+// (1.4 s -> 0.16 s per step, the same numbers). DICE_MALLOC=system, or any MALLOC_MMAP_MAX_ /
+// MALLOC_TRIM_THRESHOLD_ of the user's, keeps glibc's own behaviour.
+void keep_freed_memory() {
+  const char* choice = std::getenv("DICE_MALLOC");
+  if ((choice != nullptr && std::string(choice) == "system") || std::getenv("MALLOC_MMAP_MAX_") != nullptr ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr)
+    return;
+  mallopt(M_MMAP_MAX, 0);         // large blocks come from the heap, not from fresh mmaps
+  mallopt(M_TRIM_THRESHOLD, -1);  // ... and the heap is never trimmed (-1: glibc's "off")
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_memory();
   dice::install_crash_handler();
   if (!take_log_level(argc, argv)) return 2;
   dice::cleanup::install_signal_cleanup();  // registered scratch is removed on SIGINT/SIGTERM/SIGHUP
