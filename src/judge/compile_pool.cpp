@@ -76,6 +76,46 @@ bool trusted_entry(const std::string& dir) {
   return lstat(meta.c_str(), &m) == 0 && S_ISREG(m.st_mode) && m.st_uid == geteuid();
 }
 
+// <cache_root>/<key>.error: the compiler's answer to sources that did not compile, kept by this
+// process's user (a regular file, not writable by others). The same sources with the same toolchain
+// and flags fail the same way, so a later judge on this cache answers from it without compiling.
+bool read_kept_error(const std::string& file, std::string& text) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  const bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+                    !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size <= (1 << 20);
+  ::close(fd);
+  if (!ours) return false;
+  text = fs::read_file(file);
+  return true;
+}
+
+// Kept only when the compiler rejected the sources: a diagnostic, and no sign of a machine limit (a
+// killed compiler, memory, processes, disk) that a later try on a quieter machine may not meet.
+bool compiler_rejected(const std::string& text) {
+  if (text.find("error:") == std::string::npos) return false;
+  for (const char* transient : {"internal compiler error", "Killed", "signal", "virtual memory exhausted",
+                                "Cannot allocate memory", "out of memory", "Resource temporarily unavailable",
+                                "No space left on device", "Too many open files", "Disk quota"})
+    if (text.find(transient) != std::string::npos) return false;
+  return true;
+}
+
+void keep_error(const std::string& file, const std::string& text, int index) {
+  if (!compiler_rejected(text)) return;
+  const std::string tmp = str(file, ".tmp.", getpid(), ".", index);
+  try {
+    ::unlink(tmp.c_str());
+    fs::write_file(tmp, text.substr(0, 1 << 20));
+    chmod(tmp.c_str(), 0644);
+    if (::rename(tmp.c_str(), file.c_str()) != 0) ::unlink(tmp.c_str());
+  } catch (const Error& e) {
+    ::unlink(tmp.c_str());
+    log::debug("judge: compile error not kept in the cache: ", e.what());
+  }
+}
+
 // Copies a regular file (never through a symlink) into dst, mode 0644.
 void copy_regular_file(const std::string& src, const std::string& dst) {
   int in = ::open(src.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -561,6 +601,11 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
     usleep(100 * 1000);
   }
   if (trusted_entry(final_dir)) return b;  // cache_hit
+  const std::string error_file = final_dir + ".error";
+  if (read_kept_error(error_file, b.log)) {
+    b.failure = Failure::kCompileError;
+    return b;  // cache_hit: these sources did not compile before
+  }
   if (struct stat ls; lstat(final_dir.c_str(), &ls) == 0) {
     log::warn("judge: build cache entry ", final_dir, " was not made by this judge's user; rebuilding it");
     if (S_ISDIR(ls.st_mode)) remove_tree(final_dir);
@@ -620,6 +665,7 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   if (res.value("status", "") != "ok") {
     b.failure = Failure::kCompileError;
     b.log = res.contains("log") && res["log"].is_string() ? res["log"].get<std::string>() : "build failed";
+    if (res.value("status", "") == "compile_error") keep_error(error_file, b.log, index);
     return b;
   }
   b.fast = res.value("header", "") == "fast";

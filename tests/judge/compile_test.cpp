@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <filesystem>
 #include <condition_variable>
 #include <mutex>
 
@@ -250,5 +251,52 @@ TEST(CompilePool, CandidatesThatDifferInCommentsAndLayoutBuildOnce) {
   ASSERT_EQ(c.failure, Failure::kNone) << c.log_tail;
   EXPECT_NE(c.keys.at(0), a.keys[0]);
   EXPECT_EQ(c.builds, 1);
+  remove_tree(scratch);
+}
+
+// Sources the compiler rejected are kept as <key>.error in the cache, and a later pool on that cache
+// (the next run, the next eval) answers them from there without compiling: the answer carries what
+// the kept file says.
+TEST(CompilePool, ACompileErrorIsKeptInTheCacheForTheNextPool) {
+  std::string scratch = dice::fs::make_temp_dir("dice_cpool_err_");
+  chmod(scratch.c_str(), 0755);
+  CompileSettings s = settings(scratch);
+  const std::string unknown = "dice_undeclared_" + std::to_string(getpid()) + "_" + std::to_string(time(nullptr));
+  std::string code = dice::judge::testing::candidate("relu_honest.py");
+  const size_t zero = code.find(": 0.f");
+  ASSERT_NE(zero, std::string::npos);
+  code.replace(zero, 5, ": " + unknown);  // an identifier no header declares
+  const std::string path = scratch + "/cand.py";
+  dice::fs::write_file(path, code);
+  chmod(path.c_str(), 0644);
+  CompileResult first;
+  {
+    CompilePool pool(s);
+    first = pool.compile(path, code);
+  }
+  ASSERT_EQ(first.failure, Failure::kCompileError) << first.log_tail;
+  EXPECT_NE(first.log_tail.find(unknown), std::string::npos) << first.log_tail;
+  std::string kept;
+  for (const auto& e : std::filesystem::directory_iterator(s.cache_root)) {
+    const std::string p = e.path().string();
+    if (p.size() > 6 && p.compare(p.size() - 6, 6, ".error") == 0 &&
+        dice::fs::read_file(p).find(unknown) != std::string::npos)
+      kept = p;
+  }
+  ASSERT_FALSE(kept.empty()) << "no <key>.error in " << s.cache_root << " names " << unknown;
+  struct stat st;
+  ASSERT_EQ(lstat(kept.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & (S_IWGRP | S_IWOTH), 0u);
+  // the next pool reads the kept answer (marked here, so that a fresh compile would show)
+  dice::fs::write_file(kept, "cand.py:1: error: the kept answer " + unknown);
+  {
+    CompilePool pool(s);
+    CompileResult again = pool.compile(path, code);
+    EXPECT_EQ(again.failure, Failure::kCompileError);
+    EXPECT_NE(again.log_tail.find("the kept answer"), std::string::npos) << again.log_tail;
+    EXPECT_EQ(again.builds, 0);
+  }
+  ::unlink(kept.c_str());
   remove_tree(scratch);
 }
