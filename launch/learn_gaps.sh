@@ -8,7 +8,8 @@
 #   4. dice eval of the RL policy                                                 -> eval_after
 #   5. dice eval report: the two side by side                                     -> compare
 # Each step resumes: a rerun reuses what is complete. Environment: DICE_RUN_DIR (runs/learn_gaps),
-# DICE_BUILD_DIR (build), DICE_SFT_NP (2 ranks), DICE_NP (3 ranks: 1 learner + 2 actors),
+# DICE_BUILD_DIR (build), DICE_SFT_NP (1 rank), DICE_NP (1 rank: learner and actor colocated;
+# 3 or more: 1 learner + actors),
 # DICE_SFT_SET, DICE_RL_SET, DICE_EVAL_SET (space-separated key=value overrides for each step, e.g.
 # DICE_SFT_SET="epochs=40 device=cpu").
 set -euo pipefail
@@ -30,12 +31,14 @@ t0=$(date +%s)
 stamp() { echo "learn_gaps: $1 ($(( $(date +%s) - t0 )) s)"; }
 
 [[ -f $run/model/config.json ]] || "$dice" ckpt init --config configs/models/tiny.yaml --out "$run/model" --seed 1
-mpirun -np "${DICE_SFT_NP:-2}" --oversubscribe "$dice" sft -c configs/learn/gaps_sft.yaml --model "$run/model" \
+mpirun -np "${DICE_SFT_NP:-1}" --bind-to none --oversubscribe "$dice" sft -c configs/learn/gaps_sft.yaml --model "$run/model" \
   --out "$run/sft" --resume auto "${sft_set[@]}"
 stamp "sft done"
 "$dice" eval -c configs/learn/gaps_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before"
 stamp "eval before done"
-mpirun -np "${DICE_NP:-3}" --oversubscribe "$dice" train -c configs/learn/gaps_rl.yaml "${cache[@]}" \
+np=${DICE_NP:-1}
+colocated=(); [[ $np == 1 ]] && colocated=(--set dist.colocated=true)
+mpirun -np "$np" --bind-to none --oversubscribe "$dice" train -c configs/learn/gaps_rl.yaml "${cache[@]}" "${colocated[@]}" \
   --model "$(ls -d "$run"/sft/step_* | sort | tail -1)" --out "$run/rl" --resume auto "${rl_set[@]}"
 stamp "rl done"
 "$dice" eval -c configs/learn/gaps_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/rl" --out "$run/eval_after"
