@@ -2,6 +2,8 @@
 #include "dice/judge/sandbox.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -143,6 +145,28 @@ std::string describe_sandbox(const SandboxConfig& cfg, int uid) {
              cfg.network_namespace ? "; no network" : "; network shared", cfg.pid_namespace ? "; own pid namespace" : "");
 }
 
+// The automatic uid range of this process: 60000 + 64 k for the first k whose lock file no other
+// living process holds (flock, held until this process ends). Judges of two processes on one machine
+// (two ranks, two test binaries) then never share a slot uid, and so never a per-uid process limit:
+// a fork bomb judged by one cannot starve the other's candidates. Judges of one process share it.
+namespace {
+int claimed_uid_base() {
+  static const int base = [] {
+    for (int k = 0; k < 64; ++k) {
+      const int b = 60000 + 64 * k;
+      const std::string file = "/tmp/dice_sandbox_uids_" + std::to_string(b) + ".lock";
+      const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0) continue;
+      if (flock(fd, LOCK_EX | LOCK_NB) == 0) return b;  // fd stays open: the claim lasts the process
+      ::close(fd);
+    }
+    log::warn("judge: no free sandbox uid range among 64 (/tmp/dice_sandbox_uids_*.lock); using 60000");
+    return 60000;
+  }();
+  return base;
+}
+}  // namespace
+
 int resolve_uid_base(const SandboxConfig& cfg, const std::string& python) {
   check_sandbox_settings(cfg, -2);
   if (!cfg.enabled || cfg.uid_base == -2) return -1;
@@ -169,7 +193,7 @@ int resolve_uid_base(const SandboxConfig& cfg, const std::string& python) {
               "(no per-slot process limit)");
     return -1;
   }
-  return 60000;
+  return claimed_uid_base();
 }
 
 proc::SpawnOptions sandboxed_python(const SandboxConfig& cfg, const std::string& python,
