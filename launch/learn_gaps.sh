@@ -7,7 +7,9 @@
 #   3. dice train, the infilling stage rewarded by the real judge (gaps_rl.yaml)   -> rl
 #   4. dice eval of the RL policy                                                 -> eval_after
 #   5. dice eval report: the two side by side                                     -> compare
-# Each step resumes: a rerun reuses what is complete. Environment: DICE_RUN_DIR (runs/learn_gaps),
+# DICE_LEARN=gaps_cuda runs the same on the built-in CUDA gap tasks with the CUDA judge and a 181 M
+# model (configs/learn/gaps_cuda_*.yaml, configs/models/small-180m.yaml; the GPU node).
+# Each step resumes: a rerun reuses what is complete. Environment: DICE_RUN_DIR (runs/<DICE_LEARN>),
 # DICE_BUILD_DIR (build), DICE_SFT_NP (1 rank), DICE_NP (1 rank: learner and actor colocated;
 # 3 or more: 1 learner + actors),
 # DICE_SFT_SET, DICE_RL_SET, DICE_EVAL_SET (space-separated key=value overrides for each step, e.g.
@@ -15,7 +17,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${DICE_BUILD_DIR:-$here/build}
-run=${DICE_RUN_DIR:-$here/runs/learn_gaps}
+learn=${DICE_LEARN:-gaps}
+case $learn in
+  gaps) model_cfg=configs/models/tiny.yaml; default_run=$here/runs/learn_gaps ;;
+  gaps_cuda) model_cfg=configs/models/small-180m.yaml; default_run=$here/runs/learn_gaps_cuda ;;
+  *) echo "learn_gaps: DICE_LEARN must be gaps or gaps_cuda, got '$learn'" >&2; exit 2 ;;
+esac
+run=${DICE_RUN_DIR:-$default_run}
 dice=${DICE_BIN:-$build/src/app/dice}
 cd "$here"
 [[ -x $dice ]] || { echo "learn_gaps: no dice binary at $dice (build it: cmake --build build --target dice)" >&2; exit 2; }
@@ -30,18 +38,18 @@ mkdir -p "$run"
 t0=$(date +%s)
 stamp() { echo "learn_gaps: $1 ($(( $(date +%s) - t0 )) s)"; }
 
-[[ -f $run/model/config.json ]] || "$dice" ckpt init --config configs/models/tiny.yaml --out "$run/model" --seed 1
-mpirun -np "${DICE_SFT_NP:-1}" --bind-to none --oversubscribe "$dice" sft -c configs/learn/gaps_sft.yaml --model "$run/model" \
+[[ -f $run/model/config.json ]] || "$dice" ckpt init --config "$model_cfg" --out "$run/model" --seed 1
+mpirun -np "${DICE_SFT_NP:-1}" --bind-to none --oversubscribe "$dice" sft -c configs/learn/${learn}_sft.yaml --model "$run/model" \
   --out "$run/sft" --resume auto "${sft_set[@]}"
 stamp "sft done"
-"$dice" eval -c configs/learn/gaps_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before"
+"$dice" eval -c configs/learn/${learn}_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before"
 stamp "eval before done"
 np=${DICE_NP:-1}
 colocated=(); [[ $np == 1 ]] && colocated=(--set dist.colocated=true)
-mpirun -np "$np" --bind-to none --oversubscribe "$dice" train -c configs/learn/gaps_rl.yaml "${cache[@]}" "${colocated[@]}" \
+mpirun -np "$np" --bind-to none --oversubscribe "$dice" train -c configs/learn/${learn}_rl.yaml "${cache[@]}" "${colocated[@]}" \
   --model "$(ls -d "$run"/sft/step_* | sort | tail -1)" --out "$run/rl" --resume auto "${rl_set[@]}"
 stamp "rl done"
-"$dice" eval -c configs/learn/gaps_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/rl" --out "$run/eval_after"
+"$dice" eval -c configs/learn/${learn}_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/rl" --out "$run/eval_after"
 stamp "eval after done"
 "$dice" eval report --compare "$run/eval_before" "$run/eval_after" --out "$run/compare"
 python3 - "$run" <<'PY'
@@ -51,6 +59,7 @@ def rate(d):
     rows = [json.loads(l) for l in open(f"{run}/{d}/samples.jsonl")]
     return sum(bool(r["verdict"]["correct"]) for r in rows) / len(rows), len(rows)
 (b, n), (a, _) = rate("eval_before"), rate("eval_after")
-print(f"learn_gaps: pass rate {b:.2f} -> {a:.2f} (eval before/after RL, {n} samples: 12 tasks x 8)")
+tasks = len({json.loads(l)["task_id"] for l in open(f"{run}/eval_after/samples.jsonl")})
+print(f"learn_gaps: pass rate {b:.2f} -> {a:.2f} (eval before/after RL, {tasks} tasks x {n // max(tasks, 1)} samples)")
 PY
 echo "learn_gaps: runs in $run (sft, rl with metrics.jsonl and plots/, eval_before, eval_after, compare)"

@@ -45,10 +45,10 @@ TEST_P(BuiltinSet, WellFormedAndOrdered) {
     if (device == "cpu") EXPECT_TRUE(has(t.solution, "data_ptr<float>()"));
   }
   EXPECT_EQ(levels, (std::set<int>{1, 2, 3}));
-  // the first twelve CPU tasks have wrong twins (issue 22's SFT data), the CUDA form none
+  // the first twelve tasks have wrong twins in both forms (issue 22's SFT data)
   size_t twinned = 0;
   for (const Task& t : tasks) twinned += !t.wrong_solutions.empty();
-  EXPECT_EQ(twinned, device == "cpu" ? 12u : 0u);
+  EXPECT_EQ(twinned, 12u);
 }
 
 TEST_P(BuiltinSet, HonestSolutionsPassStaticChecksAndReferencesDoNot) {

@@ -1,14 +1,35 @@
 #!/usr/bin/env bash
-# launch/learn_gaps.sh on the GPU node (after tools/gpu/build.sh): the tiny model's SFT, sampling and
-# RL updates on the GPU (one rank, colocated), the CPU gap tasks judged on the node's cores.
+# launch/learn_gaps.sh on the GPU node (after tools/gpu/build.sh): SFT, sampling and RL updates on
+# the GPU (one rank, colocated). DICE_LEARN=gaps (default): the tiny model, the CPU gap tasks judged
+# on the node's cores; DICE_LEARN=gaps_cuda: the 181 M model on the CUDA gap tasks, the CUDA judge
+# (first judges every task's solution and wrong twin: solutions must pass, twins must not).
 # A rerun resumes each step (the run directory stays while the machine is warm). Copies the
 # metrics, reports and logs to $OUT. LIMIT_S bounds the pipeline (default 480 s).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-run=${DICE_RUN_DIR:-runs/learn_gaps_gpu}
-DICE_BIN=${DICE:-build-gpu/src/app/dice} DICE_RUN_DIR=$run DICE_SFT_NP=1 DICE_NP=1 \
+learn=${DICE_LEARN:-gaps}
+run=${DICE_RUN_DIR:-runs/${learn/gaps/learn_gaps}_gpu}
+dice=${DICE:-build-gpu/src/app/dice}
+if [[ $learn == gaps_cuda && ! -s $OUT/twins.jsonl ]]; then
+  python3 - configs/tasks/builtin_cuda_gaps.jsonl > "$OUT/twin_candidates.jsonl" <<'PY'
+import json, sys
+for t in map(json.loads, open(sys.argv[1])):
+    print(json.dumps({"task_id": t["id"], "sample_id": 0, "code": t["solution"]}))
+    for k, w in enumerate(t["wrong_solutions"]):
+        print(json.dumps({"task_id": t["id"], "sample_id": 1 + k, "code": w["code"]}))
+PY
+  timeout 300 "$dice" judge --tasks configs/tasks/builtin_cuda_gaps.jsonl --candidates "$OUT/twin_candidates.jsonl" \
+    --out "$OUT/twins.jsonl" --set device=cuda --set "cache_root=$run/judge_cache" 2>&1 | grep -v "^\[" | tail -4
+  python3 - "$OUT/twins.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+bad = [(r["task_id"], r["sample_id"]) for r in rows if bool(r["correct"]) != (r["sample_id"] == 0)]
+print(f"twins: {len(rows)} judged, solutions pass and twins fail: {'yes' if not bad else 'NO ' + str(bad)}")
+PY
+fi
+DICE_BIN=$dice DICE_LEARN=$learn DICE_RUN_DIR=$run DICE_SFT_NP=1 DICE_NP=1 \
   DICE_SFT_SET=${DICE_SFT_SET:-epochs=200} DICE_RL_SET="dist.colocated=true ${DICE_RL_SET:-}" OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} \
   timeout "${LIMIT_S:-480}" bash launch/learn_gaps.sh > "$OUT/learn_gaps.log" 2>&1
 echo "learn_gaps: exit $?"

@@ -11,14 +11,15 @@ Each task directory holds:
   wrong_cpu.json   (optional) wrong twins of the CPU solution, [{"kind", "find", "replace"}]: each
                    replaces one exact piece of solution_cpu.py (found once) to give code that builds
                    and runs but computes something else; written as the task's "wrong_solutions".
+  wrong_cuda.json  (optional) the same for solution_cuda.py.
 
 Every task also gets the kernel-infilling split of its solution (BiC-RL stage 1): the middle is
 the solution's first source-string assignment, the prefix and suffix the rest.
 
 Writes configs/tasks/builtin_cpu.jsonl and configs/tasks/builtin_cuda.jsonl (DESIGN §4 task
 records, ids builtin_<device>_<NNN_name>, sorted easy -> hard by difficulty), and
-configs/tasks/builtin_cpu_gaps.jsonl: the CPU tasks that have wrong twins, each with the smallest
-gap instead (ids builtin_cpu_gap_<NNN_name>): the infill middle is the span where the solution and
+configs/tasks/builtin_{cpu,cuda}_gaps.jsonl: the tasks that have wrong twins, each with the smallest
+gap instead (ids builtin_<device>_gap_<NNN_name>): the infill middle is the span where the solution and
 its twins differ, widened to whole words, so an answer is a few tokens that decide whether the
 kernel is right (the quickstart's fill-in-the-middle tasks: a tiny model learns them in a minute).
 Needs no torch.
@@ -73,9 +74,9 @@ def infill_split(solution, where):
     return {"prefix": prefix, "suffix": suffix}
 
 
-def wrong_solutions(path, solution):
-    """The task's wrong twins (wrong_cpu.json) as [{kind, code}]."""
-    f = os.path.join(path, "wrong_cpu.json")
+def wrong_solutions(path, solution, device):
+    """The task's wrong twins (wrong_<device>.json) as [{kind, code}]."""
+    f = os.path.join(path, f"wrong_{device}.json")
     if not os.path.exists(f):
         return []
     out = []
@@ -83,7 +84,7 @@ def wrong_solutions(path, solution):
         if set(w) != {"kind", "find", "replace"}:
             sys.exit(f"{f}: twin {k}: needs exactly kind, find, replace")
         if solution.count(w["find"]) != 1:
-            sys.exit(f"{f}: twin {k}: 'find' occurs {solution.count(w['find'])} times in solution_cpu.py (want 1)")
+            sys.exit(f"{f}: twin {k}: 'find' occurs {solution.count(w['find'])} times in solution_{device}.py (want 1)")
         out.append({"kind": w["kind"], "code": solution.replace(w["find"], w["replace"])})
     return out
 
@@ -126,7 +127,7 @@ def build(root):
     dirs = sorted(d for d in os.listdir(builtin) if re.match(r"^\d{3}_\w+$", d))
     if not dirs:
         sys.exit(f"no task directories (NNN_name) under {builtin}")
-    sets = {"cpu": [], "cuda": [], "cpu_gaps": []}
+    sets = {"cpu": [], "cuda": [], "cpu_gaps": [], "cuda_gaps": []}
     for d in dirs:
         path = os.path.join(builtin, d)
         meta = json.loads(read(os.path.join(path, "meta.json")))
@@ -146,12 +147,12 @@ def build(root):
                 "solution": solution,
                 "device": device,
             }
-            wrong = wrong_solutions(path, solution) if device == "cpu" else []
+            wrong = wrong_solutions(path, solution, device)
             if wrong:
                 task["wrong_solutions"] = wrong
                 gap = dict(task, id=f"builtin_{device}_gap_{d}",
-                           infill=gap_split(solution, wrong, f"{path}/wrong_cpu.json"))
-                sets["cpu_gaps"].append(gap)
+                           infill=gap_split(solution, wrong, f"{path}/wrong_{device}.json"))
+                sets[f"{device}_gaps"].append(gap)
             sets[device].append(task)
     out = {}
     for device, tasks in sets.items():
