@@ -291,6 +291,10 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   const bool private_cache = cfg_.cache_root.empty();  // gone with this judge
   if (private_cache) cfg_.cache_root = cfg_.scratch_root + "/cache";
   make_dir(cfg_.cache_root, 0755);  // only this process writes builds here; sandboxes read them
+  // builders, candidate and reference processes run in other directories: a relative root
+  // (`--set judge.cache_root=runs/x/cache`) would name another place to each of them
+  cfg_.cache_root = std::filesystem::absolute(cfg_.cache_root).lexically_normal().string();
+  cfg_.scratch_root = std::filesystem::absolute(cfg_.scratch_root).lexically_normal().string();
   impl_->files_dir = cfg_.scratch_root + "/files";
   make_dir(impl_->files_dir, 0755);
 

@@ -69,11 +69,18 @@ TEST(Judge, HonestCandidatesAreCorrectAndIdenticalOnesAreJudgedOnce) {
 
 TEST(Judge, NoCodeAndCompileError) {
   Task relu = cpu_task("relu");
-  Judge judge(test_config());
+  // a cache root relative to the working directory (`--set judge.cache_root=runs/x/cache`) names the
+  // same place to the builders and the candidate processes, which run elsewhere
+  JudgeConfig cfg = test_config();
+  cfg.cache_root = std::filesystem::relative(cfg.cache_root).string();
+  ASSERT_FALSE(std::filesystem::path(cfg.cache_root).is_absolute());
+  Judge judge(cfg);
+  EXPECT_TRUE(std::filesystem::path(judge.config().cache_root).is_absolute()) << judge.config().cache_root;
   Job prose;
   prose.task = &relu;
   prose.text = "I could not write a kernel for this.";
-  auto v = judge.judge({prose, code_job(relu, candidate("compile_error.py"))});
+  auto v = judge.judge({prose, code_job(relu, candidate("compile_error.py")), code_job(relu, candidate("relu_honest.py"))});
+  EXPECT_TRUE(v[2].correct) << failure_name(v[2].failure) << ": " << v[2].log_tail;
   EXPECT_EQ(v[0].failure, Failure::kNoCode);
   EXPECT_FALSE(v[0].extracted);
   EXPECT_EQ(v[1].failure, Failure::kCompileError);
