@@ -26,7 +26,8 @@ PY
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 bad = [(r["task_id"], r["sample_id"]) for r in rows if bool(r["correct"]) != (r["sample_id"] == 0)]
-print(f"twins: {len(rows)} judged, solutions pass and twins fail: {'yes' if not bad else 'NO ' + str(bad)}")
+ok = "yes" if rows and not bad else "NO " + str(bad or "(no verdicts)")
+print(f"twins: {len(rows)} judged, solutions pass and twins fail: {ok}")
 PY
 fi
 DICE_BIN=$dice DICE_LEARN=$learn DICE_RUN_DIR=$run DICE_SFT_NP=1 DICE_NP=1 \
