@@ -12,7 +12,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABL
 learn=${DICE_LEARN:-gaps}
 run=${DICE_RUN_DIR:-runs/${learn/gaps/learn_gaps}_gpu}
 dice=${DICE:-build-gpu/src/app/dice}
-if [[ $learn == gaps_cuda && ! -s $OUT/twins.jsonl ]]; then
+mkdir -p "$run"
+if [[ $learn == gaps_cuda && ! -s $run/twins.jsonl ]]; then
   python3 - configs/tasks/builtin_cuda_gaps.jsonl > "$OUT/twin_candidates.jsonl" <<'PY'
 import json, sys
 for t in map(json.loads, open(sys.argv[1])):
@@ -21,8 +22,9 @@ for t in map(json.loads, open(sys.argv[1])):
         print(json.dumps({"task_id": t["id"], "sample_id": 1 + k, "code": w["code"]}))
 PY
   timeout 300 "$dice" judge --tasks configs/tasks/builtin_cuda_gaps.jsonl --candidates "$OUT/twin_candidates.jsonl" \
-    --out "$OUT/twins.jsonl" --set device=cuda --set "cache_root=$run/judge_cache" 2>&1 | grep -v "^\[" | tail -4
-  python3 - "$OUT/twins.jsonl" <<'PY'
+    --out "$run/twins.jsonl" --set device=cuda --set "cache_root=$run/judge_cache" 2>&1 | grep -v "^\[" | tail -4
+  cp "$run/twins.jsonl" "$OUT/"
+  python3 - "$run/twins.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 bad = [(r["task_id"], r["sample_id"]) for r in rows if bool(r["correct"]) != (r["sample_id"] == 0)]
@@ -43,3 +45,11 @@ for d in sft rl eval_before eval_after compare; do
   cp -r "$run/$d/plots" "$OUT/$d/" 2>/dev/null
 done
 ls "$run" 2>/dev/null
+# the in-training eval curve (eval.every in the RL config) into the log: the run directory stays on the node
+[[ -s $run/rl/metrics.jsonl ]] && python3 - "$run/rl/metrics.jsonl" <<'PY'
+import json, sys
+for r in map(json.loads, open(sys.argv[1])):
+    e = {k: v for k, v in r.items() if k.startswith("eval")}
+    if e:
+        print("eval curve: step", r.get("step"), json.dumps(e))
+PY
