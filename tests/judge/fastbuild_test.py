@@ -453,6 +453,18 @@ def test_bind():
         open(os.path.join(pch, ext.BIND_PCH_HEADER), "w").write(ext.BIND_HEADER + "\n")
         recipe["bind_header"] = ext.BIND_PCH_HEADER
         recipe["binding"] = ext._build_binding(pch, "0" * 24, False)
+        # the names only the full header declares, as make-pch records them
+        prefix, post = recipe["cpp_compile"].split(" -c {src}", 1)
+        cmd = prefix.replace("-DTORCH_EXTENSION_NAME={name}", "").replace("{inc}", "").replace("{extra}", "")
+        names = ext._full_only_names(cmd, post.replace(" -o {obj}", "", 1), pch, work)
+        reach = {"", "torch", "at", "std"}  # what a candidate on torch::Tensor reaches
+        check(names is not None and reach & names.get("nn", set()) and not reach & names.get("Tensor", set())
+              and not reach & names.get("empty_like", set()),
+              "the full header's own names: torch::nn, not what torch/types.h declares: %s" %
+              {k: (names or {}).get(k) for k in ("nn", "Tensor", "empty_like")})
+        with open(os.path.join(pch, ext.FULL_ONLY_NAMES), "w") as fh:
+            fh.write("".join("%s\t%s\n" % (n, ",".join(sorted(v))) for n, v in sorted((names or {}).items())))
+        recipe["full_only_names"] = ext.FULL_ONLY_NAMES
         check(bool(recipe["binding"]), "the binding module builds")
         json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
         out = os.path.join(work, "out")
@@ -495,6 +507,20 @@ def test_bind():
         if ans2["status"] == "ok":
             m = ext.import_so(ans2["name"], ans2["so"])
             check(torch.equal(m.nn_relu(x - 2), torch.relu(x - 2)), "the full-header build computes relu")
+        # an error in the candidate's own code that names nothing of the full header's own is final on
+        # the light header (no second build); one that names torch::nn gets load_inline's build too
+        for n, (src, retried) in enumerate([
+                ("torch::Tensor bad(torch::Tensor x) {\n  auto y = x.contiguous();\n  return y trespass 2;\n}", False),
+                ("torch::Tensor bad(torch::Tensor x) {\n  auto y = torch::nn::functional::relu(x);\n  return y trespass 2;\n}",
+                 True)]):
+            out3 = os.path.join(work, "out3_%d" % n)
+            os.makedirs(out3)
+            ans3 = fb.build(ext.normalize({"cpp_sources": src, "functions": ["bad"]}), "%02d" % (56 + n) * 32,
+                            {"pch": {"cpp": pch}}, out3, ext.forbidden_flag)
+            check(ans3["status"] == "compile_error" and "trespass" in ans3.get("log", ""),
+                  "a compile error in the candidate's code: %s %s" % (ans3["status"], ans3.get("log", "")[-300:]))
+            check(("main_pybind" in ans3.get("steps", {})) == retried,
+                  "load_inline's main.cpp built %s: steps %s" % ("too" if retried else "not", ans3.get("steps")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

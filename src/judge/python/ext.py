@@ -56,7 +56,7 @@ import torch.utils.cpp_extension as cppext
 from extflags import (BuildError, ask_build, digest_of, forbidden_flag, kernel_names,  # noqa: F401
                       load_inline_call, normalize, pybind_main)
 
-PCH_RECIPE = "dice-pch-6"
+PCH_RECIPE = "dice-pch-7"
 PCH_HEADER = "dice_full.h"
 # The fast builder's table main.cpp (dice_bind.h instead of a pybind11 module): torch/types.h is what
 # kernel code uses of torch (tensors, ATen ops, TORCH_CHECK, AT_DISPATCH); a candidate that needs
@@ -346,6 +346,114 @@ def _pch_used(cmd_prefix, post, inc_dir, header, gch_dir, cwd):
     return True
 
 
+# The names only torch/extension.h declares (FULL_HEADER less BIND_HEADER, as g++ reads them), each
+# with the names through which code reaches it: fastbuild.py takes a compile error on the light
+# header as final when the candidate can reach none of them.
+FULL_ONLY_NAMES = "full_only_names.txt"
+_TOKEN = re.compile(r'R"([^(\s]*)\((?:.|\n)*?\)\1"|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|[A-Za-z_][A-Za-z0-9_]*'
+                    r'|>>|[{}();=,\[<>]')
+_TAG_WORDS = ("class", "struct", "union", "enum", "namespace")
+_KEYWORDS = set("""alignas alignof asm auto bool break case catch char char16_t char32_t class const constexpr
+const_cast continue decltype default delete do double dynamic_cast else enum explicit export extern false
+final float for friend goto if inline int long mutable namespace new noexcept nullptr operator override
+private protected public register reinterpret_cast return short signed sizeof static static_assert
+static_cast struct switch template this thread_local throw true try typedef typeid typename union unsigned
+using virtual void volatile wchar_t while __attribute__ __extension__ __restrict __restrict__""".split())
+
+
+def _scope_names(text):
+    """What a preprocessed header declares where code can find it without naming a class first:
+    {(namespace path, name)} for macros (-dD keeps their definitions; path ()) and, at namespace
+    scope (in namespace, extern "C" and unscoped enum braces; not in class or function bodies,
+    parameter lists, template arguments or initializers), every name a declaration introduces: the
+    word after class/struct/union/enum/namespace and the last word before ( = , ; [ or }. Inline and
+    unnamed namespaces add nothing to the path. Also the using-directives {(path of the namespace
+    that holds it, target names)} and the using-declarations {(path, name, target names)}."""
+    names, directives, usings = set(), set(), set()
+    braces, stmt, parens, angles, path = [], [], 0, 0, []
+    body = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            m = re.match(r"#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", line)
+            if m:
+                names.add(((), m.group(1)))
+            continue
+        body.append(line)
+    last = None  # the previous word at this level, and whether it follows a tag word
+    for m in _TOKEN.finditer("\n".join(body)):
+        t = m.group(0)
+        open_scope = all(k == "open" for k, _, _ in braces)
+        tagged = t == "{" and any(w in _TAG_WORDS for w in stmt)  # its name is the word after the tag
+        if t in "({[=,;}" and last and last not in _KEYWORDS and open_scope and parens == 0 and angles == 0 \
+                and not tagged:
+            if t == ";" and stmt[:1] == ["using"] and stmt[1:2] != ["namespace"] and len(stmt) > 2:
+                usings.add((tuple(path), last, tuple(w for w in stmt[1:-1] if w != "typename")))
+            else:
+                names.add((tuple(path), last))
+        if t == "(":
+            parens += 1
+        elif t == ")":
+            parens = max(0, parens - 1)
+        elif parens:
+            continue
+        elif t == "<":
+            angles += 1
+        elif t in (">", ">>"):
+            angles = max(0, angles - len(t))
+        elif t == "{":
+            pushed, kind = 0, "closed"
+            if "namespace" in stmt:
+                kind = "open"
+                if "inline" not in stmt:
+                    inner = [w for w in stmt[stmt.index("namespace") + 1:] if w != "__attribute__"]
+                    path += inner
+                    pushed = len(inner)
+            elif stmt[:1] == ["extern"] and len(stmt) == 2 and stmt[1].startswith('"'):
+                kind = "open"
+            elif "enum" in stmt and stmt[stmt.index("enum") + 1:stmt.index("enum") + 2] not in (["class"], ["struct"]):
+                kind = "open"
+            braces.append((kind, parens, pushed))
+            stmt, angles = [], 0
+        elif t == "}":
+            if braces:
+                _, parens, pushed = braces.pop()
+                del path[len(path) - pushed:]
+            stmt, angles = [], 0
+        elif t == ";":
+            if stmt[:2] == ["using", "namespace"] and open_scope:
+                directives.add((tuple(path), tuple(stmt[2:])))
+            stmt, angles = [], 0
+        elif t[0] not in "\"'=,[" and not t.startswith('R"'):
+            if open_scope and angles == 0 and stmt and stmt[-1] in _TAG_WORDS and t not in _KEYWORDS:
+                names.add((tuple(path), t))
+            stmt.append(t)
+        last = t if (t[0].isalpha() or t[0] == "_") and parens == 0 else None
+    return names, directives, usings
+
+
+def _full_only_names(cmd_prefix, post, d, cwd):
+    """{name: the names through which code reaches it ("" for the global scope)}: the namespace that
+    declares it, and every namespace that holds a using-directive for that one."""
+    seen = []
+    for header in (PCH_HEADER, BIND_PCH_HEADER):
+        r = subprocess.run("%s -E -dD -x c++ %s %s" % (cmd_prefix, os.path.join(d, header), post), shell=True,
+                           cwd=cwd, capture_output=True, text=True, errors="replace")
+        if r.returncode != 0:
+            return None
+        seen.append(_scope_names(r.stdout))
+    (full, directives, usings), (light, _, _) = seen
+    # a using-declaration of what the light header declares names the same entity: nothing new
+    full = full | {(path, name) for path, name, target in usings
+                   if not any(p[len(p) - len(target):] == target for p, n in light if n == name)}
+    out = {}
+    for path, name in full - light:
+        via = {path[-1] if path else ""}
+        via.update(where[-1] if where else "" for where, target in directives
+                   if target and path[len(path) - len(target):] == target)
+        out.setdefault(name, set()).update(via)
+    return out
+
+
 def _build_binding(d, key, cuda):
     """dice_bind_py (the one pybind11 module that calls fast-built extensions) and dice_bind.h
     (what their main.cpp includes) in the PCH directory; the module's path, or "" when it does not
@@ -430,6 +538,11 @@ def _build_pch(d, key, cuda):
             # the table's main.cpp reads torch/types.h from its own PCH (without it: dice_full.h)
             if all(j.returncode == 0 for j in bind_jobs) and _pch_used(plain, post, d, BIND_PCH_HEADER, bind_gch, tmp):
                 recipe["bind_header"] = BIND_PCH_HEADER
+                names = _full_only_names(plain, post, d, tmp)
+                if names is not None:
+                    with open(os.path.join(d, FULL_ONLY_NAMES), "w") as fh:  # name<TAB>via,via (empty: global)
+                        fh.write("".join("%s\t%s\n" % (n, ",".join(sorted(v))) for n, v in sorted(names.items())))
+                    recipe["full_only_names"] = FULL_ONLY_NAMES
         with open(os.path.join(d, "recipe.json"), "w") as fh:  # the fast builder's commands
             json.dump(recipe, fh, indent=1)
         return True

@@ -654,6 +654,44 @@ static inline void __dice_launched(int i) {{
 FRONTEND_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|torch|all)\.h[>"][ \t]*(//.*)?$', re.M)
 
 
+# An error of g++ in main.cpp's own text: main.cpp:line:column: [fatal ]error: ...
+_MAIN_ERROR = re.compile(r"^main\.cpp:(\d+):\d+: (?:fatal )?error: ")
+
+
+def _light_error_stands(norm, log, pch_dir, recipe):
+    """Whether a compile error of the bound main.cpp on the light header (torch/types.h) is the
+    candidate's own, so that load_inline's main.cpp on torch/extension.h would fail too and need not
+    be built (a second, ~4x slower compile). Yes only when every error lies in the candidate's lines
+    (not in the binding table, a header or the driver) and the candidate names nothing that only
+    torch/extension.h declares or defines where the candidate can reach it (ext.py's FULL_ONLY_NAMES:
+    a name counts when the candidate writes it and either it is global or the candidate also writes
+    a namespace it is reached through). What the full header adds is then out of the candidate's
+    reach, but for an overload or specialization that only torch/extension.h declares of a name that
+    both headers declare: a candidate that needed one gets compile_error (never a pass)."""
+    names_file = recipe.get("full_only_names")
+    if not names_file or not norm["cpp_sources"]:
+        return False
+    first, last = 2, 1 + "\n".join(norm["cpp_sources"]).count("\n") + 1  # line 1 is the header
+    # every line that says error (the driver's, a header's, the table's, a quoted source line's) must be one
+    errors = [line for line in log.splitlines() if "error:" in line and not line.startswith("$ ")]
+    where = [_MAIN_ERROR.match(line) for line in errors]
+    if not errors or any(m is None or not first <= int(m.group(1)) <= last for m in where):
+        return False
+    # the words the candidate looks up (a member after . or -> is found in its class, which is whole
+    # in either header)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*",
+                           re.sub(r"(\.|->)\s*[A-Za-z_][A-Za-z0-9_]*", " ", "\n".join(norm["cpp_sources"]))))
+    try:
+        with open(os.path.join(pch_dir, names_file)) as fh:
+            for line in fh:  # name<TAB>the names through which code reaches it ("" = the global scope)
+                name, _, via = line.rstrip("\n").partition("\t")
+                if name in words and any(v == "" or v in words for v in via.split(",")):
+                    return False
+    except OSError:
+        return False
+    return True
+
+
 def _bound_main(norm, header, light=False):
     """main.cpp with a dice_bind table instead of a pybind11 module (dice_bind.h); None when the
     functions cannot be named that way (the pybind11 main.cpp is used then). light: on torch/types.h,
@@ -938,6 +976,9 @@ def build(norm, key, settings, out_dir, forbidden_flag):
             ok.update(parts.run(jobs[:2], steps, logs))
     else:
         ok = parts.run(jobs, steps, logs)
+    if not ok.get("main", False) and bound and bind_header and _light_error_stands(norm, logs.get("main", ""),
+                                                                                   pch_dir, recipe):
+        return {"status": "compile_error", "log": logs.get("main", "")[-6000:], "steps": steps}
     if not ok.get("main", False) and bound:
         # the table's main.cpp is not load_inline's: its text decides whether this is the candidate's error
         main_text = pybind_main(norm, '#include "dice_full.h"')
