@@ -21,7 +21,8 @@ learn=${DICE_LEARN:-gaps}
 case $learn in
   gaps) model_cfg=configs/models/tiny.yaml; default_run=$here/runs/learn_gaps ;;
   gaps_cuda) model_cfg=configs/models/small-180m.yaml; default_run=$here/runs/learn_gaps_cuda ;;
-  *) echo "learn_gaps: DICE_LEARN must be gaps or gaps_cuda, got '$learn'" >&2; exit 2 ;;
+  quick) model_cfg=configs/models/tiny.yaml; default_run=$here/runs/quickstart ;;
+  *) echo "learn_gaps: DICE_LEARN must be gaps, gaps_cuda or quick, got '$learn'" >&2; exit 2 ;;
 esac
 run=${DICE_RUN_DIR:-$default_run}
 dice=${DICE_BIN:-$build/src/app/dice}
@@ -39,9 +40,24 @@ t0=$(date +%s)
 stamp() { echo "learn_gaps: $1 ($(( $(date +%s) - t0 )) s)"; }
 
 [[ -f $run/model/config.json ]] || "$dice" ckpt init --config "$model_cfg" --out "$run/model" --seed 1
+# While SFT trains (one core), the judge builds its precompiled headers (once per cache) and judges
+# each task's solution and wrong twin, the programs SFT teaches, into the run's cache (one compile
+# worker): the evals and RL still run every sample; they find these builds made.
+tasks=$(sed -n 's/^ *path: *//p' configs/learn/${learn}_sft.yaml | head -1)
+prejudge=
+if [[ $learn != gaps_cuda && ! -s $run/prejudge.jsonl ]]; then
+  python3 tools/gap_candidates.py "$tasks" solution,twin > "$run/prejudge_candidates.jsonl"
+  "$dice" judge --tasks "$tasks" --candidates "$run/prejudge_candidates.jsonl" --out "$run/prejudge.part" --overwrite \
+    --set device=cpu --set "cache_root=$run/judge_cache" > "$run/prejudge.log" 2>&1 &
+  prejudge=$!
+fi
 mpirun -np "${DICE_SFT_NP:-1}" --bind-to none --oversubscribe "$dice" sft -c configs/learn/${learn}_sft.yaml --model "$run/model" \
   --out "$run/sft" --resume auto "${sft_set[@]}"
 stamp "sft done"
+if [[ -n $prejudge ]]; then
+  wait "$prejudge" && mv "$run/prejudge.part" "$run/prejudge.jsonl" || echo "learn_gaps: the warm-up judge failed (see $run/prejudge.log); going on"
+  stamp "judge warm-up done: $(grep -o '[0-9]*/[0-9]* correct' "$run/prejudge.log" || true) (solutions and twins)"
+fi
 "$dice" eval -c configs/learn/${learn}_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before"
 stamp "eval before done"
 np=${DICE_NP:-1}

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Quickstart on a fresh CPU machine: build if needed, create a tiny random SDAR-shaped model, and
-# train it with `dice train` under `mpirun -np 3` (1 learner + 2 actors): both BiC-RL stages on the
-# built-in CPU tasks, with the synthetic reward (configs/train/quickstart.yaml), a checkpoint every
-# 3 steps; then print where the results are.
+# Quickstart on a fresh CPU machine: build if needed, then the whole DICE pipeline, small and on the
+# real reward (launch/learn_gaps.sh with DICE_LEARN=quick): a tiny random SDAR-shaped model is
+# fine-tuned (dice sft) on six built-in CPU tasks' honest solutions and their wrong twins, evaluated
+# (dice eval, 6 tasks x 8 samples), trained by BiC-RL's infilling stage with the kernel judge's exec
+# reward (dice train; the judge compiles, runs and checks every sample), and evaluated again; the last
+# lines give the pass rate before and after RL and where the run and its plots are.
 #
-# A random model writes no code, so the kernel judge would give every sample reward 0 and nothing
-# to learn from; the synthetic reward (share of response tokens below id 50,000) shows the whole
-# RL loop (sampler -> reward -> group advantages -> TraceRL update -> weight sync) learning.
+# DICE_QUICKSTART=synthetic runs the older demo instead: both BiC-RL stages with a synthetic reward
+# (the share of response tokens below id 50,000; configs/train/quickstart.yaml) under mpirun -np 3,
+# which shows the RL loop's mechanics in a few minutes but measures no kernels.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${DICE_BUILD_DIR:-$here/build}
 run=${DICE_RUN_DIR:-$here/runs/quickstart}
-np=${DICE_NP:-3}
 
 if [[ ! -f $here/data/qwen3/tokenizer.json ]]; then
   echo "quickstart: fetching dependencies and tokenizer (tools/install-deps.sh)"
@@ -23,15 +24,23 @@ if [[ ! -x $build/src/app/dice ]]; then
 fi
 cmake --build "$build" -j "$(nproc)" --target dice
 dice=$build/src/app/dice
-
-mkdir -p "$run"
-if [[ ! -f $run/model/config.json ]]; then
-  "$dice" ckpt init --config "$here/configs/models/tiny.yaml" --out "$run/model" --seed 1
-fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-mpirun -np "$np" --oversubscribe "$dice" train --config "$here/configs/train/quickstart.yaml" \
-  --model "$run/model" --out "$run/train" --resume auto
+t0=$(date +%s)
+
+if [[ ${DICE_QUICKSTART:-} == synthetic ]]; then
+  mkdir -p "$run"
+  [[ -f $run/model/config.json ]] || "$dice" ckpt init --config "$here/configs/models/tiny.yaml" --out "$run/model" --seed 1
+  mpirun -np "${DICE_NP:-3}" --oversubscribe "$dice" train --config "$here/configs/train/quickstart.yaml" \
+    --model "$run/model" --out "$run/train" --resume auto
+  echo
+  echo "quickstart: the synthetic reward should rise over the steps above (it measures no kernels)."
+  echo "quickstart: metrics $run/train/metrics.jsonl, plots $run/train/plots/, checkpoints $run/train/step_*"
+  exit 0
+fi
+
+DICE_LEARN=quick DICE_RUN_DIR=$run DICE_BUILD_DIR=$build bash "$here/launch/learn_gaps.sh" 2>&1 |
+  grep --line-buffered -v '^judge [0-9]\|^eval: \(sampled\|judged\) [0-9]'
 echo
-echo "quickstart: the synthetic reward should rise over the steps above (it measures no kernels)."
-echo "quickstart: metrics $run/train/metrics.jsonl, plots $run/train/plots/, checkpoints $run/train/step_*"
-echo "quickstart: evaluate a checkpoint with: $dice eval --checkpoint $run/train --tasks $here/configs/tasks/builtin_cpu.jsonl --out $run/eval"
+echo "quickstart: $(( $(date +%s) - t0 )) s after the build"
+echo "quickstart: RL metrics $run/rl/metrics.jsonl, plots $run/rl/plots/ (reward and eval over steps)"
+echo "quickstart: the evals side by side $run/compare/compare.md; each eval's report, plots and samples with verdicts in $run/eval_before/ and $run/eval_after/"

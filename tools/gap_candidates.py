@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Candidates for `dice judge` from a gap task set (configs/tasks/builtin_*_gaps.jsonl): per task its
 solution (right), its first wrong twin (compiles, wrong values) and the gap filled with a stray token
-(a compile error in the candidate's own code). Judging them shows the judge's cost per class:
+(a compile error in the candidate's own code); a second argument picks kinds (solution,twin). Judging
+them shows the judge's cost per class:
 
   python3 tools/gap_candidates.py configs/tasks/builtin_cpu_gaps.jsonl > /tmp/gap_cands.jsonl
   dice judge --tasks configs/tasks/builtin_cpu_gaps.jsonl --candidates /tmp/gap_cands.jsonl \\
@@ -10,9 +11,11 @@ solution (right), its first wrong twin (compiles, wrong values) and the gap fill
 import json
 import sys
 
+kinds = sys.argv[2].split(",") if len(sys.argv) > 2 else ["solution", "twin", "syntax_error"]  # which to write
 for line in open(sys.argv[1]):
     task = json.loads(line)
     gap = task["infill"]
     for sample, code in (("solution", task["solution"]), ("twin", task["wrong_solutions"][0]["code"]),
                          ("syntax_error", gap["prefix"] + " @@ " + gap["suffix"])):
-        print(json.dumps({"task_id": task["id"], "sample_id": sample, "code": code}))
+        if sample in kinds:
+            print(json.dumps({"task_id": task["id"], "sample_id": sample, "code": code}))

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The README's first command as a user runs it: launch/quickstart.sh (the real pipeline, issue 22:
+# SFT -> sampled eval -> infilling RL on the kernel judge's exec reward -> eval) in a fresh run
+# directory. Asserts: it ends with the pass rate before and after RL and the pass rate rose by at
+# least 5 points; the in-training eval ran at the configured steps (4 and 8) with its failure classes
+# summing to its samples; the run directory holds what the last lines point at.
+#
+#   quickstart_test.sh SOURCE_DIR      (DICE_BUILD_DIR, DICE_RUN_DIR from the environment)
+set -euo pipefail
+src=$(cd "${1:?usage: quickstart_test.sh SOURCE_DIR}" && pwd)
+run=${DICE_RUN_DIR:?}
+rm -rf "$run"
+log=$(mktemp /tmp/dice_quickstart.XXXXXX)
+trap 'rm -f "$log"' EXIT
+bash "$src/launch/quickstart.sh" > "$log" 2>&1 || { cat "$log"; echo "FAIL: launch/quickstart.sh exited non-zero" >&2; exit 1; }
+tail -8 "$log"
+"${DICE_PYTHON:-python3}" - "$log" "$run" <<'PY'
+import json, re, sys
+log, run = open(sys.argv[1]).read(), sys.argv[2]
+m = re.search(r"pass rate ([0-9.]+) -> ([0-9.]+) \(eval before/after RL, 6 tasks x 8 samples\)", log)
+assert m, "no pass rate line"
+before, after = float(m.group(1)), float(m.group(2))
+assert after >= before + 0.05, "the pass rate did not rise: %.2f -> %.2f" % (before, after)
+recs = [json.loads(l) for l in open(run + "/rl/metrics.jsonl")]
+evals = [r for r in recs if "eval_pass_rate" in r]
+assert [r["step"] for r in recs] == list(range(1, 9)), [r["step"] for r in recs]
+assert [r["step"] for r in evals] == [4, 8], [r["step"] for r in evals]
+assert all(sum(r["eval_failures"].values()) == r["eval_samples"] == 48 for r in evals), [r["eval_failures"] for r in evals]
+for d in ("eval_before", "eval_after"):
+    rows = [json.loads(l) for l in open("%s/%s/samples.jsonl" % (run, d))]
+    assert len(rows) == 48 and all("verdict" in r for r in rows), d
+for f in ("rl/plots/reward.png", "rl/plots/eval.png", "compare/compare.md"):
+    open("%s/%s" % (run, f), "rb").close()
+print("quickstart: pass rate %.2f -> %.2f; in-training eval %s" %
+      (before, after, [(r["step"], round(r["eval_pass_rate"], 3)) for r in evals]))
+PY
+echo "PASS: quickstart"
