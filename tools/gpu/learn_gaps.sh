@@ -13,7 +13,7 @@ learn=${DICE_LEARN:-gaps}
 run=${DICE_RUN_DIR:-runs/${learn/gaps/learn_gaps}_gpu}
 dice=${DICE:-build-gpu/src/app/dice}
 mkdir -p "$run"
-if [[ $learn == gaps_cuda && ! -s $run/twins.jsonl ]]; then
+if [[ $learn == gaps_cuda && ! -s $run/twins.jsonl && -z ${DICE_SKIP_TWINS:-} ]]; then  # DICE_SKIP_TWINS=1: not this time
   python3 - configs/tasks/builtin_cuda_gaps.jsonl > "$run/twin_candidates.jsonl" <<'PY'
 import json, sys
 for t in map(json.loads, open(sys.argv[1])):
