@@ -41,8 +41,8 @@ stamp() { echo "learn_gaps: $1 ($(( $(date +%s) - t0 )) s)"; }
 
 [[ -f $run/model/config.json ]] || "$dice" ckpt init --config "$model_cfg" --out "$run/model" --seed 1
 # While SFT trains (one core), the judge builds its precompiled headers (once per cache) and judges
-# each task's solution and wrong twin, the programs SFT teaches, into the run's cache (one compile
-# worker): the evals and RL still run every sample; they find these builds made.
+# each task's solution and wrong twin, the programs SFT teaches, into the run's cache (its own
+# process): the evals and RL still judge every sample; they find these builds made.
 tasks=$(sed -n 's/^ *path: *//p' configs/learn/${learn}_sft.yaml | head -1)
 prejudge=
 if [[ $learn != gaps_cuda && ! -s $run/prejudge.jsonl ]]; then

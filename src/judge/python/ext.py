@@ -379,7 +379,7 @@ def _scope_names(text):
                 names.add(((), m.group(1)))
             continue
         body.append(line)
-    last = None  # the previous word at this level, and whether it follows a tag word
+    last = None  # the previous word outside parentheses
     for m in _TOKEN.finditer("\n".join(body)):
         t = m.group(0)
         open_scope = all(k == "open" for k, _, _ in braces)
