@@ -454,16 +454,12 @@ def test_bind():
         recipe["bind_header"] = ext.BIND_PCH_HEADER
         recipe["binding"] = ext._build_binding(pch, "0" * 24, False)
         # the names only the full header declares, as make-pch records them
-        prefix, post = recipe["cpp_compile"].split(" -c {src}", 1)
-        cmd = prefix.replace("-DTORCH_EXTENSION_NAME={name}", "").replace("{inc}", "").replace("{extra}", "")
-        names = ext._full_only_names(cmd, post.replace(" -o {obj}", "", 1), pch, work)
+        names = ext.write_full_only_names(*ext._plain_command(recipe["cpp_compile"]), pch, work)
         reach = {"", "torch", "at", "std"}  # what a candidate on torch::Tensor reaches
         check(names is not None and reach & names.get("nn", set()) and not reach & names.get("Tensor", set())
               and not reach & names.get("empty_like", set()),
               "the full header's own names: torch::nn, not what torch/types.h declares: %s" %
               {k: (names or {}).get(k) for k in ("nn", "Tensor", "empty_like")})
-        with open(os.path.join(pch, ext.FULL_ONLY_NAMES), "w") as fh:
-            fh.write("".join("%s\t%s\n" % (n, ",".join(sorted(v))) for n, v in sorted((names or {}).items())))
         recipe["full_only_names"] = ext.FULL_ONLY_NAMES
         check(bool(recipe["binding"]), "the binding module builds")
         json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))

@@ -454,6 +454,24 @@ def _full_only_names(cmd_prefix, post, d, cwd):
     return out
 
 
+def write_full_only_names(cmd_prefix, post, d, cwd):
+    """FULL_ONLY_NAMES in d (name<TAB>via,via; an empty via is the global scope); the names, or None
+    when a header does not preprocess."""
+    names = _full_only_names(cmd_prefix, post, d, cwd)
+    if names is not None:
+        with open(os.path.join(d, FULL_ONLY_NAMES), "w") as fh:
+            fh.write("".join("%s\t%s\n" % (n, ",".join(sorted(v))) for n, v in sorted(names.items())))
+    return names
+
+
+def _plain_command(template):
+    """A recipe compile command without the module name, include paths and extra flags, split around
+    its source: (what comes before `-c {src}`, what comes after it less `-o {obj}`)."""
+    prefix, post = template.split(" -c {src}", 1)
+    plain = prefix.replace("-DTORCH_EXTENSION_NAME={name}", "").replace("{inc}", "").replace("{extra}", "")
+    return plain, post.replace(" -o {obj}", "", 1)
+
+
 def _build_binding(d, key, cuda):
     """dice_bind_py (the one pybind11 module that calls fast-built extensions) and dice_bind.h
     (what their main.cpp includes) in the PCH directory; the module's path, or "" when it does not
@@ -489,9 +507,7 @@ def _build_pch(d, key, cuda):
                     extra_cflags=[_MARK_CFLAGS], extra_cuda_cflags=[_MARK_CUDA], extra_ldflags=[_MARK_LD],
                     extra_include_paths=[_MARK_INC])
         recipe = _recipe(tmp, name, cuda)
-        prefix, post = recipe["cpp_compile"].split(" -c {src}", 1)
-        post = post.replace(" -o {obj}", "", 1)
-        plain = prefix.replace("-DTORCH_EXTENSION_NAME={name}", "").replace("{inc}", "").replace("{extra}", "")
+        plain, post = _plain_command(recipe["cpp_compile"])
         with open(os.path.join(d, PCH_HEADER), "w") as fh:
             fh.write(FULL_HEADER + "\n")
         gch = os.path.join(d, PCH_HEADER + ".gch")
@@ -504,8 +520,7 @@ def _build_pch(d, key, cuda):
         host_ok = False
         if cuda:  # a second header for fastbuild.py's host part, with the .cu's defines
             os.makedirs(host_dir, mode=0o755)
-            hprefix = recipe["host_compile"].split(" -c {src}", 1)[0]
-            hplain = hprefix.replace("-DTORCH_EXTENSION_NAME={name}", "").replace("{inc}", "").replace("{extra}", "")
+            hplain = _plain_command(recipe["host_compile"])[0]
             with open(os.path.join(host_dir, HOST_PCH_HEADER), "w") as fh:
                 fh.write("".join("#include <%s>\n" % h for h in HOST_HEADERS))
             host_jobs = _precompile(hplain, post, os.path.join(host_dir, HOST_PCH_HEADER),
@@ -538,10 +553,7 @@ def _build_pch(d, key, cuda):
             # the table's main.cpp reads torch/types.h from its own PCH (without it: dice_full.h)
             if all(j.returncode == 0 for j in bind_jobs) and _pch_used(plain, post, d, BIND_PCH_HEADER, bind_gch, tmp):
                 recipe["bind_header"] = BIND_PCH_HEADER
-                names = _full_only_names(plain, post, d, tmp)
-                if names is not None:
-                    with open(os.path.join(d, FULL_ONLY_NAMES), "w") as fh:  # name<TAB>via,via (empty: global)
-                        fh.write("".join("%s\t%s\n" % (n, ",".join(sorted(v))) for n, v in sorted(names.items())))
+                if write_full_only_names(plain, post, d, tmp) is not None:
                     recipe["full_only_names"] = FULL_ONLY_NAMES
         with open(os.path.join(d, "recipe.json"), "w") as fh:  # the fast builder's commands
             json.dump(recipe, fh, indent=1)
