@@ -58,10 +58,12 @@ void apply_baseline(std::vector<json>& records, const std::string& baseline_file
   }
 }
 
-void run_plots(const std::string& samples, const std::string& out_dir, const std::string& python) {
-  std::string script = project_root() + "/tools/plot_eval.py";
+// tools/<script> ARGS... under `python` (matplotlib); a failure costs the plots, never the report.
+void run_plot_script(const std::string& script_name, const std::vector<std::string>& args, const std::string& python) {
+  std::string script = project_root() + "/tools/" + script_name;
   proc::SpawnOptions opt;
-  opt.argv = {python, script, samples, out_dir};
+  opt.argv = {python, script};
+  opt.argv.insert(opt.argv.end(), args.begin(), args.end());
   opt.inherit_env = true;
   opt.env = {"MPLBACKEND=Agg"};
   auto res = proc::run(opt, 120);
@@ -179,7 +181,7 @@ std::string write_report(const EvalConfig& cfg, const std::vector<judge::Task>& 
     md += "\n";
   }
   if (cfg.plots && !records.empty()) {
-    run_plots(out_dir + "/samples.jsonl", out_dir, plot_python(cfg));
+    run_plot_script("plot_eval.py", {out_dir + "/samples.jsonl", out_dir}, plot_python(cfg));
     if (fs::exists(out_dir + "/speedup.png")) md += "\n![speedup](speedup.png) ![failures](failures.png)\n";
   }
   fs::write_file_atomic(out_dir + "/report.md", md);
@@ -199,6 +201,18 @@ std::string compare_reports(const std::vector<std::string>& dirs, const std::str
   }
   std::filesystem::create_directories(out_dir);
   std::string md = "# dice eval: comparison\n\n" + metrics_table_md(ms);
+  std::vector<std::string> args = {out_dir};
+  bool samples = true;
+  for (const auto& d : dirs) {
+    args.push_back(d);
+    samples = samples && fs::exists(d + "/samples.jsonl");
+  }
+  if (samples) {  // the pass rate of each task side by side, and what became of the samples
+    std::error_code ec;
+    std::filesystem::remove(out_dir + "/compare.png", ec);  // never an older run's plot
+    run_plot_script("plot_compare.py", args, judge::default_python());
+    if (fs::exists(out_dir + "/compare.png")) md += "\n![pass rate per task and outcome of the samples](compare.png)\n";
+  }
   fs::write_file_atomic(out_dir + "/compare.md", md);
   fs::write_file_atomic(out_dir + "/compare.json", json(ms).dump(2) + "\n");
   return md;

@@ -4,7 +4,8 @@
 #     metrics as 1 rank (responses equal byte for byte: item i uses noise stream i on any rank);
 #  2. honest solutions fed as responses on a few tasks: Exec 100 with 1 and 2 ranks;
 #  3. an interrupted eval resumes without redoing judged samples;
-#  4. report.md / report.json exist, the PNG plots are valid images, `eval report --compare` works;
+#  4. report.md / report.json exist, the PNG plots are valid images, `eval report --compare` writes
+#     the table and the side-by-side plot (compare.png, linked from compare.md);
 #  5. configs/eval/kernelbench-dice.yaml resolves to DICE's protocol, runs with a prompt template of
 #     the user's (--prompt-template), and a template with an unknown placeholder is refused.
 # usage: eval_cli_test.sh DICE_BINARY SOURCE_DIR
@@ -68,7 +69,8 @@ grep -q "2 already judged, 2 to do" "$work/resume.log" || { cat "$work/resume.lo
 
 echo "== 4. report files and plots"
 for f in report.md report.json config.yaml speedup.png failures.png; do [[ -s $work/r2/$f ]] || fail "missing $f"; done
-"$py" - "$work/r2/speedup.png" "$work/r2/failures.png" <<'PY' || fail "invalid PNG"
+check_png() {
+  "$py" - "$@" <<'PY' || fail "invalid PNG: $*"
 import struct, sys, zlib
 for p in sys.argv[1:]:
     data = open(p, "rb").read()
@@ -80,9 +82,13 @@ for p in sys.argv[1:]:
     assert zlib.crc32(data[12:29]) == struct.unpack(">I", data[29:33])[0], p
 print("PNG ok")
 PY
+}
+check_png "$work/r2/speedup.png" "$work/r2/failures.png"
 grep -q "| L1 Exec |" "$work/r2/report.md" || fail "report.md has no table"
 "$dice" eval report --compare "$work/r1" "$work/s2" --out "$work/cmp" > "$work/cmp.log" || fail "compare"
 [[ $(grep -c "^| " "$work/cmp/compare.md") -eq 3 ]] || { cat "$work/cmp/compare.md"; fail "compare table rows"; }
+check_png "$work/cmp/compare.png"  # the two results side by side
+grep -q "](compare.png)" "$work/cmp/compare.md" || { cat "$work/cmp/compare.md"; fail "compare.md does not show compare.png"; }
 
 echo "== 5. clear errors"
 if "$dice" eval --tasks configs/tasks/builtin_cpu.jsonl --out "$work/x" --checkpoint "$work/nope" > "$work/err.log" 2>&1; then
