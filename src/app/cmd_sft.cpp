@@ -40,6 +40,11 @@ void run_sft_cmd(const SftArgs& a) {
   }
   auto r = train::run_sft(cfg, a.resume, resolved, world);
   if (!world.is_root()) return;
+  if (r.first_step > r.last_step) {  // resumed from the last step: nothing ran
+    std::printf("\nsft: all %lld steps were done before this run (resumed from %s); nothing to do\n",
+                static_cast<long long>(r.total_steps), cfg.out.c_str());
+    return;
+  }
   std::printf("\nsft: steps %lld..%lld of %lld done; ce_masked per step:", static_cast<long long>(r.first_step),
               static_cast<long long>(r.last_step), static_cast<long long>(r.total_steps));
   for (double x : r.ce_masked) std::printf(" %.3f", x);

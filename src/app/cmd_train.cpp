@@ -72,6 +72,11 @@ void run_train_cmd(const TrainArgs& a) {
   }
   auto r = train::run_train(cfg, a.resume, resolved, world);
   if (!world.is_root()) return;
+  if (r.first_step > r.last_step) {  // resumed from the last step: nothing ran
+    std::printf("\ntrain: all %lld steps were done before this run (resumed from %s); nothing to do\n",
+                static_cast<long long>(cfg.total_steps()), cfg.out.c_str());
+    return;
+  }
   std::printf("\ntrain: steps %lld..%lld done; reward_mean per step:", static_cast<long long>(r.first_step),
               static_cast<long long>(r.last_step));
   for (double x : r.reward_mean) std::printf(" %.3f", x);
