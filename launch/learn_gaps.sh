@@ -54,12 +54,14 @@ fi
 mpirun -np "${DICE_SFT_NP:-1}" --bind-to none --oversubscribe "$dice" sft -c configs/learn/${learn}_sft.yaml --model "$run/model" \
   --out "$run/sft" --resume auto "${sft_set[@]}"
 stamp "sft done"
+# the eval starts beside the warm-up: its judge waits for the same precompiled headers (one build,
+# under a lock) and for any program the warm-up is building (one build per program, under a lock)
+"$dice" eval -c configs/learn/${learn}_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before"
+stamp "eval before done"
 if [[ -n $prejudge ]]; then
   wait "$prejudge" && mv "$run/prejudge.part" "$run/prejudge.jsonl" || echo "learn_gaps: the warm-up judge failed (see $run/prejudge.log); going on"
   stamp "judge warm-up done: $(grep -o '[0-9]*/[0-9]* correct' "$run/prejudge.log" || true) (solutions and twins)"
 fi
-"$dice" eval -c configs/learn/${learn}_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before"
-stamp "eval before done"
 np=${DICE_NP:-1}
 colocated=(); [[ $np == 1 ]] && colocated=(--set dist.colocated=true)
 mpirun -np "$np" --bind-to none --oversubscribe "$dice" train -c configs/learn/${learn}_rl.yaml "${cache[@]}" "${colocated[@]}" \
