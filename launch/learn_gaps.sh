@@ -50,6 +50,7 @@ if [[ $learn != gaps_cuda && ! -s $run/prejudge.jsonl ]]; then
   "$dice" judge --tasks "$tasks" --candidates "$run/prejudge_candidates.jsonl" --out "$run/prejudge.part" --overwrite \
     --set device=cpu --set "cache_root=$run/judge_cache" > "$run/prejudge.log" 2>&1 &
   prejudge=$!
+  trap '[[ -n $prejudge ]] && kill "$prejudge" 2>/dev/null' EXIT  # a failed step ends the warm-up too
 fi
 mpirun -np "${DICE_SFT_NP:-1}" --bind-to none --oversubscribe "$dice" sft -c configs/learn/${learn}_sft.yaml --model "$run/model" \
   --out "$run/sft" --resume auto "${sft_set[@]}"
@@ -60,6 +61,7 @@ stamp "sft done"
 stamp "eval before done"
 if [[ -n $prejudge ]]; then
   wait "$prejudge" && mv "$run/prejudge.part" "$run/prejudge.jsonl" || echo "learn_gaps: the warm-up judge failed (see $run/prejudge.log); going on"
+  prejudge=
   stamp "judge warm-up done: $(grep -o '[0-9]*/[0-9]* correct' "$run/prejudge.log" || true) (solutions and twins)"
 fi
 np=${DICE_NP:-1}
