@@ -301,7 +301,8 @@ void CompilePool::build_pch() {
     const std::string result = scratch.path() + "/result.json";
     SandboxConfig trusted = s_.sandbox;
     trusted.enabled = false;  // compiles only the judge's own header, and writes ~700 MB
-    std::vector<std::string> args = {s_.harness_dir + "/ext.py", "make-pch", s_.cache_root, s_.toolchain,
+    const std::string& root = s_.pch_root.empty() ? s_.cache_root : s_.pch_root;
+    std::vector<std::string> args = {s_.harness_dir + "/ext.py", "make-pch", root, s_.toolchain,
                                      "--result", result};
     if (s_.cuda) args.push_back("--cuda");
     auto opts = python_options(trusted, args, scratch.path(), -1);
@@ -350,8 +351,9 @@ CompileResult CompilePool::compile(const std::string& candidate_path, const std:
 
 void CompilePool::start_pch_locked() {
   if (!pch_done_ && !pch_thread_.joinable()) {
-    log::info("judge: building the precompiled headers and the fast builder's recipe (once per toolchain and cache: ",
-              s_.cache_root, "); ", s_.fast_build ? "builds start when they are ready" : "builds meanwhile parse the headers");
+    log::info("judge: building the precompiled headers and the fast builder's recipe (once per toolchain under ",
+              s_.pch_root.empty() ? s_.cache_root : s_.pch_root, "); ",
+              s_.fast_build ? "builds start when they are ready" : "builds meanwhile parse the headers");
     pch_thread_ = std::thread([this] { build_pch(); });
   }
 }

@@ -295,6 +295,12 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   // (`--set judge.cache_root=runs/x/cache`) would name another place to each of them
   cfg_.cache_root = std::filesystem::absolute(cfg_.cache_root).lexically_normal().string();
   cfg_.scratch_root = std::filesystem::absolute(cfg_.scratch_root).lexically_normal().string();
+  if (cfg_.pch_root.empty()) {  // one PCH for several runs' caches (e.g. a test suite, or runs/judge_pch)
+    const char* env = std::getenv("DICE_PCH_ROOT");
+    cfg_.pch_root = env && *env && !private_cache ? env : cfg_.cache_root;
+  }
+  make_dir(cfg_.pch_root, 0755);
+  cfg_.pch_root = std::filesystem::absolute(cfg_.pch_root).lexically_normal().string();
   impl_->files_dir = cfg_.scratch_root + "/files";
   make_dir(impl_->files_dir, 0755);
 
@@ -350,7 +356,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
     log::info("judge: not root: candidates run in a user namespace of their own (",
               describe_sandbox(cfg_.sandbox, -1), ")");
   if (impl_->uid_base >= 0) {
-    for (const auto& p : {cfg_.cache_root, cfg_.scratch_root, cfg_.harness_dir + "/runner.py"}) {
+    for (const auto& p : {cfg_.cache_root, cfg_.pch_root, cfg_.scratch_root, cfg_.harness_dir + "/runner.py"}) {
       if (!readable_by_others(p)) {
         log::warn("judge: ", p, " is not reachable by other users; sandboxed processes keep uid ", geteuid(),
                   " (no per-slot process limit)");
@@ -365,6 +371,7 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
   cs.python = cfg_.python;
   cs.harness_dir = cfg_.harness_dir;
   cs.cache_root = cfg_.cache_root;
+  cs.pch_root = cfg_.pch_root;
   cs.scratch_root = cfg_.scratch_root;
   cs.toolchain = toolchain_;
   cs.workers = cfg_.compile_workers;

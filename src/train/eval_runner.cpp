@@ -69,6 +69,13 @@ std::vector<judge::Task> load_eval_tasks(const EvalConfig& cfg) {
     tasks = std::move(kept);
   }
   DICE_REQUIRE(!tasks.empty(), "no tasks to evaluate (check --tasks/--kernelbench and --levels)");
+  if (cfg.kind == "end_to_end") {  // the reference alone: the infill split is not shown
+    for (auto& t : tasks) t.infill.reset();
+  } else if (cfg.kind == "infill") {
+    for (const auto& t : tasks)
+      DICE_REQUIRE(t.infill.has_value(), "eval.kind is infill, but task '", t.id,
+                   "' has no infill split (prefix/suffix); use kind: auto or end_to_end");
+  }
   return tasks;
 }
 

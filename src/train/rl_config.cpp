@@ -93,7 +93,8 @@ bool runtime_only_key(const std::string& k) {
   // Not sampler.check_every: how often finished rows are retired changes which rows share a
   // forward pass, and so the samples.
   static const std::vector<std::string> neutral = {
-      "judge.python", "judge.harness_dir", "judge.scratch_root", "judge.cache_root", "judge.compile_workers",
+      "judge.python", "judge.harness_dir", "judge.scratch_root", "judge.cache_root", "judge.pch_root",
+      "judge.compile_workers",
       "judge.executors", "judge.max_jobs", "judge.precompiled_header", "judge.light_headers", "judge.fast_build",
       "sampler.time_phases", "sampler.max_graphs"};
   for (const auto& n : neutral)

@@ -121,6 +121,7 @@ import json
 for l in open('two.jsonl'):
     t = json.loads(l); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > cands.jsonl
   mkdir cache && chmod 755 cache
+  unset DICE_PCH_ROOT  # tools/test.sh shares one PCH across the suite: this test builds its own
   echo "== dice judge with a fresh persistent cache: the precompiled header is made inside the command"
   TMPDIR=$work/tmp "$dice" judge --tasks two.jsonl --candidates cands.jsonl --out v.jsonl --set "cache_root=$work/cache" \
     > judge.log 2>&1 || { cat judge.log; fail "dice judge failed"; }
@@ -135,6 +136,14 @@ import json, sys
 vs = [json.loads(l) for l in open('v.jsonl')]
 sys.exit(0 if all(v['reward'] == 1 for v in vs) and len(vs) == 2 else 1)" || { cat v.jsonl; fail "fast-built candidates are not correct"; }
   echo "  ok: header finished inside the command, both candidates fast-built and correct, no process left"
+  echo "== a second cache with pch_root naming the first: its PCH is used, none is built in the new cache"
+  mkdir cache2 && chmod 755 cache2
+  TMPDIR=$work/tmp DICE_PCH_ROOT=$work/cache "$dice" judge --tasks two.jsonl --candidates cands.jsonl --out v2.jsonl \
+    --set "cache_root=$work/cache2" > judge2.log 2>&1 || { cat judge2.log; fail "dice judge (shared PCH) failed"; }
+  ! compgen -G "cache2/pch-*" > /dev/null || { ls -la cache2; fail "a PCH was built in the second cache"; }
+  grep -q "2 built by the fast builder, 0 by the plain build" judge2.log || { cat judge2.log; fail "the fast builder did not use the shared PCH"; }
+  grep -q "building the precompiled headers.*under $work/cache)" judge2.log || { cat judge2.log; fail "the judge did not name the shared PCH root"; }
+  echo "  ok: DICE_PCH_ROOT: the first cache's PCH served the second cache's builds"
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac

@@ -57,6 +57,36 @@ for d in s1 s2; do
     || { cat "$work/$d/report.md"; "$py" -c "import json; [print(json.loads(l)['verdict']) for l in open('$work/$d/samples.jsonl')]"; fail "solutions not Exec 100 ($d)"; }
 done
 
+echo "== 2b. eval.kind: end_to_end shows tasks with an infill split the reference alone; infill needs the split"
+head -n 2 configs/tasks/builtin_cpu_gaps_quick.jsonl > "$work/gaps2.jsonl"
+kind=(--checkpoint "$work/model" --set sampler.max_new_tokens=4 --set plots=false
+      --set "judge.cache_root=$work/cache")
+for k in auto end_to_end; do
+  "$dice" eval "${kind[@]}" --tasks "$work/gaps2.jsonl" --set kind=$k --out "$work/k_$k" > "$work/k_$k.log" 2>&1 || { cat "$work/k_$k.log"; fail "eval kind=$k"; }
+done
+"$py" - "$work" <<'PY' || fail "eval.kind did not choose the prompts"
+import json, sys
+w = sys.argv[1]
+tasks = [json.loads(l) for l in open(w + "/gaps2.jsonl")]
+for kind, infill in (("auto", True), ("end_to_end", False)):
+    rows = [json.loads(l) for l in open("%s/k_%s/samples.jsonl" % (w, kind))]
+    assert len(rows) == 2, (kind, len(rows))
+    for r, t in zip(rows, tasks):
+        shown = t["infill"]["prefix"][-200:] in r["prompt"]
+        assert shown == infill, (kind, t["id"], "the infill prefix is%s in the prompt" % ("" if shown else " not"))
+        assert t["reference"].strip()[:80] in r["prompt"], (kind, "no reference in the prompt")
+print("kind auto: infill prompts; kind end_to_end: the reference alone")
+PY
+"$py" -c "
+import json
+for l in open('$work/gaps2.jsonl'):
+    t = json.loads(l); t.pop('infill'); print(json.dumps(t))" > "$work/nosplit.jsonl"
+if "$dice" eval "${kind[@]}" --tasks "$work/nosplit.jsonl" --set kind=infill --out "$work/k_bad" > "$work/k_bad.log" 2>&1; then
+  fail "kind=infill on tasks without a split was accepted"
+fi
+grep -q "eval.kind is infill, but task 'builtin_cpu_gap_001_add' has no infill split" "$work/k_bad.log" \
+  || { cat "$work/k_bad.log"; fail "no sentence for kind=infill without a split"; }
+
 echo "== 3. resume after an interruption"
 # Keep two of the four judged records (as if the run died), drop the merged file, rerun.
 cat "$work"/s1/parts/*.jsonl | head -n 2 > "$work/keep"

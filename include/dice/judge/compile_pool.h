@@ -32,6 +32,7 @@ struct CompileSettings {
   std::string python;
   std::string harness_dir;   // holds compile.py / ext.py
   std::string cache_root;    // build cache (shared, persistent)
+  std::string pch_root;      // where make-pch builds the PCH directory ("" = cache_root)
   std::string scratch_root;  // per-worker scratch dirs are made under it
   std::string toolchain;     // identity string folded into every key
   int workers = 2;

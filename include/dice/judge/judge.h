@@ -28,6 +28,7 @@ struct JudgeConfig {
   std::string harness_dir = "";       // "" = <source dir>/src/judge/python
   std::string scratch_root = "";      // "" = a fresh temp dir
   std::string cache_root = "";        // "" = <scratch_root>/cache (set it to keep builds across runs)
+  std::string pch_root = "";          // "" = $DICE_PCH_ROOT, else cache_root: where the precompiled headers go
   std::string exchange_dir = "auto";  // auto | scratch | DIR: where executors and the reference exchange tensors
   std::string device = "auto";        // auto | cpu | cuda: which tasks this judge serves
   std::string bytecode_cache = "auto";  // auto | always | off: torch's bytecode under <cache_root>/pycache
@@ -49,7 +50,7 @@ struct JudgeConfig {
                                        // fast-built extensions (CUPTI for the rest), or always CUPTI
   bool light_headers = true;          // no PCH ready: try torch/types.h + pybind first, then torch/extension.h
   bool light_cuda = false;            // .cu files: first without their own torch/extension.h (nvcc has no PCH)
-  bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain and cache_root
+  bool precompiled_header = true;     // torch/extension.h from a PCH built once per toolchain under pch_root
                                       // (ext.py); only with a cache_root that outlives the judge
   bool stand_in_torch = true;         // compile step: the module first runs under a stand-in for torch
   bool fast_build = true;             // fastbuild.py (needs the PCH): no torch import or ninja per build,
@@ -69,6 +70,9 @@ struct JudgeConfig {
     v("harness_dir", harness_dir, "directory of compile.py / runner.py / reference.py");
     v("scratch_root", scratch_root, "where scratch dirs are made");
     v("cache_root", cache_root, "content-addressed build cache");
+    v("pch_root", pch_root, "where the precompiled torch headers and the fast builder's recipe are built, once "
+                            "per toolchain (~700 MB): \"\" = $DICE_PCH_ROOT if set, else cache_root. One "
+                            "directory shared by several runs (or cache roots) builds them once for all");
     v("exchange_dir", exchange_dir, "where each executor slot's tensor files go (inputs, outputs: GiBs per call "
                                     "on large tasks): auto = a fresh directory in /dev/shm when it is a tmpfs with "
                                     "room for every slot and sandboxes see it, else under scratch_root; scratch; "

@@ -31,6 +31,7 @@ struct EvalConfig {
   std::vector<int> pass_k = {1};
   std::vector<double> fast_p = {0.0, 1.0, 2.0};
   std::string prompt_template;   // "" = configs/prompts default for the task kind and device
+  std::string kind = "auto";     // auto (infill where a task has a split) | infill | end_to_end
   std::string answer = "file";   // what an infill task's answer is: file | middle (task_prompt.h)
   std::string responses;         // JSONL {task_id, sample_id?, response}: judge these, no model
   bool use_solutions = false;    // judge each task's honest solution as the response (no model)
@@ -53,6 +54,9 @@ struct EvalConfig {
     v("pass_k", pass_k, "k values for pass@k");
     v("fast_p", fast_p, "speedup thresholds p for fast_p");
     v("prompt_template", prompt_template, "prompt template file");
+    v.choice("kind", kind, {"auto", "infill", "end_to_end"},
+             "prompt kind: auto = infill for tasks with an infill split (prefix/suffix), end_to_end for the "
+             "others; end_to_end = the reference alone for every task (DICE's second stage)");
     v.choice("answer", answer, {"file", "middle"},
              "what the answer to an infill task's prompt is: file (the whole file in a code block, DICE) or "
              "middle (only the code between prefix and suffix; judged as prefix + answer + suffix)");
