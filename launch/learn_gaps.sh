@@ -6,6 +6,7 @@
 #   2. dice eval, sampled, 8 per task (configs/learn/gaps_eval.yaml)             -> eval_before
 #   3. dice train, the infilling stage rewarded by the real judge (gaps_rl.yaml)   -> rl
 #   4. dice eval of the RL policy                                                 -> eval_after
+#   (where configs/learn/<DICE_LEARN>_eval_e2e.yaml exists, 2 and 4 also end to end -> eval_*_e2e)
 #   5. dice eval report: the two side by side                                     -> compare
 # DICE_LEARN=gaps_cuda runs the same on the built-in CUDA gap tasks with the CUDA judge and a 181 M
 # model (configs/learn/gaps_cuda_*.yaml, configs/models/small-180m.yaml; the GPU node).
@@ -61,6 +62,12 @@ stamp "sft done"
 # under a lock) and for any program the warm-up is building (one build per program, under a lock)
 "$dice" eval -c configs/learn/${learn}_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before"
 stamp "eval before done"
+# The end-to-end eval (the reference alone, the whole file as the answer), where the run has one
+e2e_eval=configs/learn/${learn}_eval_e2e.yaml; [[ -f $e2e_eval ]] || e2e_eval=
+if [[ -n $e2e_eval ]]; then
+  "$dice" eval -c "$e2e_eval" "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/sft" --out "$run/eval_before_e2e"
+  stamp "eval before (end to end) done"
+fi
 if [[ -n $prejudge ]]; then
   wait "$prejudge" && mv "$run/prejudge.part" "$run/prejudge.jsonl" || echo "learn_gaps: the warm-up judge failed (see $run/prejudge.log); going on"
   prejudge=
@@ -73,6 +80,11 @@ mpirun -np "$np" --bind-to none --oversubscribe "$dice" train -c configs/learn/$
 stamp "rl done"
 "$dice" eval -c configs/learn/${learn}_eval.yaml "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/rl" --out "$run/eval_after"
 stamp "eval after done"
+if [[ -n $e2e_eval ]]; then
+  "$dice" eval -c "$e2e_eval" "${cache[@]}" "${eval_set[@]}" --checkpoint "$run/rl" --out "$run/eval_after_e2e"
+  stamp "eval after (end to end) done"
+  "$dice" eval report --compare "$run/eval_before_e2e" "$run/eval_after_e2e" --out "$run/compare_e2e"
+fi
 "$dice" eval report --compare "$run/eval_before" "$run/eval_after" --out "$run/compare"
 python3 - "$run" <<'PY'
 import json, sys
@@ -80,8 +92,13 @@ run = sys.argv[1]
 def rate(d):
     rows = [json.loads(l) for l in open(f"{run}/{d}/samples.jsonl")]
     return sum(bool(r["verdict"]["correct"]) for r in rows) / len(rows), len(rows)
-(b, n), (a, _) = rate("eval_before"), rate("eval_after")
-tasks = len({json.loads(l)["task_id"] for l in open(f"{run}/eval_after/samples.jsonl")})
-print(f"learn_gaps: pass rate {b:.2f} -> {a:.2f} (eval before/after RL, {tasks} tasks x {n // max(tasks, 1)} samples)")
+import os
+for kind in ("", "_e2e"):
+    if not os.path.exists(f"{run}/eval_after{kind}/samples.jsonl"):
+        continue
+    (b, n), (a, _) = rate("eval_before" + kind), rate("eval_after" + kind)
+    tasks = len({json.loads(l)["task_id"] for l in open(f"{run}/eval_after{kind}/samples.jsonl")})
+    what = " (end to end)" if kind else ""
+    print(f"learn_gaps: pass rate{what} {b:.2f} -> {a:.2f} (eval before/after RL, {tasks} tasks x {n // max(tasks, 1)} samples)")
 PY
 echo "learn_gaps: runs in $run (sft, rl with metrics.jsonl and plots/, eval_before, eval_after, compare)"

@@ -107,7 +107,7 @@ void run(const JudgeArgs& a) {
     nlohmann::json j = v;
     j["sample_id"] = cands[i].sample_id;
     j["reward"] = judge::reward(v, kind, cfg.tau);
-    return j.dump() + "\n";
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   };
   // Each verdict is appended to <out>.partial as it is final (completion order, with its input
   // line number): a run that dies or cannot write --out at the end leaves them there.
@@ -124,7 +124,7 @@ void run(const JudgeArgs& a) {
       bar.update(++judged);
       nlohmann::json rec = nlohmann::json::parse(line_of(static_cast<size_t>(key), v));
       rec["candidate_line"] = key + 1;
-      const std::string line = rec.dump() + "\n";
+      const std::string line = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       if (part_error.empty() && (std::fwrite(line.data(), 1, line.size(), part) != line.size() || std::fflush(part) != 0))
         part_error = std::strerror(errno);
     });

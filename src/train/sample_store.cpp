@@ -79,7 +79,7 @@ void SampleStore::append(const nlohmann::json& record) {
     DICE_REQUIRE(part_ != nullptr, "cannot open '", path, "' for appending: ", std::strerror(errno));
     if (cut) std::fputc('\n', part_);
   }
-  std::string line = record.dump() + "\n";
+  std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   DICE_REQUIRE(std::fwrite(line.data(), 1, line.size(), part_) == line.size() && std::fflush(part_) == 0,
                "cannot append to the sample store in '", out_dir_, "' (disk full?)");
 }
@@ -94,7 +94,7 @@ std::vector<nlohmann::json> SampleStore::merge(const std::vector<std::string>& t
   };
   std::stable_sort(all.begin(), all.end(), [&](const auto& a, const auto& b) { return order(a) < order(b); });
   std::string text;
-  for (const auto& j : all) text += j.dump() + "\n";
+  for (const auto& j : all) text += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   fs::write_file_atomic(out_dir_ + "/samples.jsonl", text);
   return all;
 }

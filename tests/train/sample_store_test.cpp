@@ -43,5 +43,24 @@ TEST(SampleStore, AppendResumeMerge) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
 }
 
+// A sampled response is token pieces: a small model can end a response inside a multi-byte
+// character, or put one where it does not belong. The record is kept, the bad bytes as U+FFFD.
+TEST(SampleStore, ResponseWithInvalidUtf8IsKept) {
+  std::string dir = fs::make_temp_dir("dice_store_");
+  auto r = rec("a", 0);
+  r["response"] = std::string("x = 1; \xe2\x80 y \xff end");
+  {
+    SampleStore s(dir, 0);
+    s.append(r);
+  }
+  SampleStore again(dir, 0);
+  EXPECT_EQ(again.done_keys(), (std::set<std::string>{"a#0"}));
+  auto merged = again.merge({"a"});
+  ASSERT_EQ(merged.size(), 1u);
+  EXPECT_EQ(merged[0]["response"].get<std::string>(), "x = 1; \xef\xbf\xbd y \xef\xbf\xbd end");
+  auto back = nlohmann::json::parse(fs::read_file(dir + "/samples.jsonl"));
+  EXPECT_EQ(back["response"], merged[0]["response"]);
+}
+
 }  // namespace
 }  // namespace dice::train

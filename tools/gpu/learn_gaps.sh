@@ -40,10 +40,11 @@ echo "learn_gaps: exit $?"
 grep -v "judged \|sampled " "$OUT/learn_gaps.log" | grep -v "^step " | tail -40
 grep "^step " "$OUT/learn_gaps.log" | awk 'NR % 50 == 1' | tail -20
 grep "^step " "$OUT/learn_gaps.log" | tail -3
-# the device returns at most 8 files (tools/gpu/build.sh leaves 2): the log, the twins, these three
+# the device returns at most 8 files (tools/gpu/build.sh leaves 2): the log, the twins, these four
 cp "$run/rl/metrics.jsonl" "$OUT/rl_metrics.jsonl" 2>/dev/null
 cp "$run/rl/plots/eval.png" "$OUT/rl_eval.png" 2>/dev/null
 cp "$run/compare/compare.md" "$OUT/compare.md" 2>/dev/null
+cp "$run/compare_e2e/compare.md" "$OUT/compare_e2e.md" 2>/dev/null
 ls "$run" 2>/dev/null
 # the in-training eval curve (eval.every in the RL config) into the log: the run directory stays on the node
 [[ -s $run/rl/metrics.jsonl ]] && python3 - "$run/rl/metrics.jsonl" <<'PY'
