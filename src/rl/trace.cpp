@@ -139,22 +139,30 @@ std::vector<TraceRow> trace_rows(const Trajectory& t, const TraceOptions& o, int
 }
 
 namespace {
+// fp32 logits at a temperature, divided as the sampler divides them (rollout/unmask.cpp)
+torch::Tensor scaled(const torch::Tensor& logits, double temperature) {
+  auto f = logits.to(torch::kFloat32);
+  return temperature == 1.0 ? f : f / temperature;
+}
+
 class ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& h_NH,
-                               const torch::Tensor& w_VH, const torch::Tensor& token_N, int64_t chunk) {
+                               const torch::Tensor& w_VH, const torch::Tensor& token_N, int64_t chunk,
+                               double temperature) {
     const int64_t N = h_NH.size(0);
     auto lp_N = torch::empty({N}, h_NH.options().dtype(torch::kFloat32));
     auto lse_N = torch::empty({N}, h_NH.options().dtype(torch::kFloat32));
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
-      auto logits = torch::linear(h_NH.narrow(0, s, n), w_VH).to(torch::kFloat32);
+      auto logits = scaled(torch::linear(h_NH.narrow(0, s, n), w_VH), temperature);
       auto lse = torch::logsumexp(logits, -1);
       lse_N.narrow(0, s, n).copy_(lse);
       lp_N.narrow(0, s, n).copy_(logits.gather(1, token_N.narrow(0, s, n).unsqueeze(1)).squeeze(1) - lse);
     }
     ctx->save_for_backward({h_NH, w_VH, token_N, lse_N});
     ctx->saved_data["chunk"] = chunk;
+    ctx->saved_data["temperature"] = temperature;
     return lp_N;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -162,15 +170,17 @@ class ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
     auto saved = ctx->get_saved_variables();
     const auto &h_NH = saved[0], &w_VH = saved[1], &token_N = saved[2], &lse_N = saved[3];
     const int64_t chunk = ctx->saved_data["chunk"].toInt(), N = h_NH.size(0);
+    const double temperature = ctx->saved_data["temperature"].toDouble();
     auto g_N = grads[0].to(torch::kFloat32);
     auto dh = torch::empty_like(h_NH);
     torch::Tensor dw;
     for (int64_t s = 0; s < N; s += chunk) {
       const int64_t n = std::min(chunk, N - s);
       auto h = h_NH.narrow(0, s, n);
-      auto logits = torch::linear(h, w_VH).to(torch::kFloat32);
-      // d lp / d logits = onehot(token) - softmax, times the incoming gradient
+      auto logits = scaled(torch::linear(h, w_VH), temperature);
+      // d lp / d logits = (onehot(token) - softmax) / T, times the incoming gradient
       auto g = g_N.narrow(0, s, n).unsqueeze(1);
+      if (temperature != 1.0) g = g / temperature;
       auto dlogits = (logits - lse_N.narrow(0, s, n).unsqueeze(1)).exp_().mul_(g).neg_();
       dlogits.scatter_add_(1, token_N.narrow(0, s, n).unsqueeze(1), g);
       auto d = dlogits.to(w_VH.scalar_type());
@@ -180,15 +190,16 @@ class ChunkedLogprob : public torch::autograd::Function<ChunkedLogprob> {
       else dw.add_(dw_c);
     }
     if (!dw.defined()) dw = torch::zeros_like(w_VH);
-    return {dh, dw.to(w_VH.scalar_type()), torch::Tensor(), torch::Tensor()};
+    return {dh, dw.to(w_VH.scalar_type()), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 }  // namespace
 
 torch::Tensor chunked_token_logprobs(const torch::Tensor& h_NH, const torch::Tensor& w_VH, const torch::Tensor& token_N,
-                                     int64_t chunk) {
+                                     int64_t chunk, double temperature) {
   DICE_REQUIRE(chunk > 0, "The log-prob chunk must hold at least one target, got ", chunk, ".");
-  return ChunkedLogprob::apply(h_NH, w_VH, token_N, chunk);
+  DICE_REQUIRE(temperature > 0, "Log-probs need a temperature > 0, got ", temperature, ".");
+  return ChunkedLogprob::apply(h_NH, w_VH, token_N, chunk, temperature);
 }
 
 torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& b, const ScoreOptions& opts) {
@@ -202,7 +213,7 @@ torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& b, con
     torch::Tensor logits_NV;
     {
       RECORD_USER_SCOPE("dice::logits");
-      logits_NV = model->forward(fa).to(torch::kFloat32);
+      logits_NV = scaled(model->forward(fa), opts.temperature);
     }
     return torch::log_softmax(logits_NV, -1).gather(1, b.target_token_N.unsqueeze(1)).squeeze(1);
   }
@@ -213,7 +224,7 @@ torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& b, con
   auto h_BTH = model->hidden(fa);
   RECORD_USER_SCOPE("dice::logits");
   auto h_NH = h_BTH.reshape({-1, h_BTH.size(-1)}).index_select(0, b.target_flat_N);
-  return chunked_token_logprobs(h_NH, model->lm_head_weight(), b.target_token_N, opts.logit_chunk);
+  return chunked_token_logprobs(h_NH, model->lm_head_weight(), b.target_token_N, opts.logit_chunk, opts.temperature);
 }
 
 int64_t padded_tokens(const std::vector<const TraceRow*>& rows) {

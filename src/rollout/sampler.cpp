@@ -240,6 +240,14 @@ Sampler::Sampler(model::Transformer model, SamplerConfig cfg)
 
 Sampler::~Sampler() = default;
 
+void Sampler::set_temperature(double temperature) {
+  DICE_REQUIRE(temperature >= 0, "sampler.temperature must be >= 0; got ", temperature, ".");
+  if (temperature == cfg_.temperature) return;
+  cfg_.temperature = temperature;
+  impl_->sp.temperature = temperature;
+  impl_->drop_graphs();  // they drew at the old temperature
+}
+
 int64_t Sampler::cache_bytes() const {
   const auto& mc = impl_->mc;
   return 2 * mc.num_hidden_layers * cfg_.max_batch * mc.num_key_value_heads * cfg_.max_len * mc.head_dim *

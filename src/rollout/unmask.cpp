@@ -130,8 +130,10 @@ Draw draw_tokens(const torch::Tensor& logits_BWV, const torch::Tensor& uniform_B
     d.confidence = probs.view({B, W});
     d.tokens = cand_idx.defined() ? cand_idx.gather(-1, j.unsqueeze(-1)).squeeze(-1) : j;
   }
-  if (want_logprob) {
-    d.logprob = fp32().gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - fp32().logsumexp(-1);
+  if (want_logprob) {  // at the sampling temperature: the policy the learner scores (rl::ScoreOptions)
+    const double T = p.temperature > 0 ? p.temperature : 1.0;
+    auto scaled = T == 1.0 ? fp32() : fp32() / T;
+    d.logprob = scaled.gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - scaled.logsumexp(-1);
   }
   return d;
 }

@@ -76,6 +76,7 @@ nlohmann::json ActorLoop::evaluate(const StageData& st, int64_t samples, int64_t
     sample_of.push_back(s);
   }
   judge::JudgeQueue queue(*judge_);
+  sampler_->set_temperature(cfg_.temperature_of(st.cfg));
   {
     rollout::ScopedRecordFn to_judge(*sampler_, [&](int64_t i, const rollout::SampleRecord& rec) {
       const int64_t s = sample_of[static_cast<size_t>(i)];
@@ -106,6 +107,7 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   };
   ActorOutput out;
   auto& m = out.metrics;
+  sampler_->set_temperature(cfg_.temperature_of(st.cfg));  // the stage's (the learner scores at it)
 
   // ---- sample: runs of consecutive samples share one generate() call (noise stream = id); with
   // the judge's reward each finished sequence goes to the judge at once, so its builds run on the

@@ -128,8 +128,9 @@ std::vector<LearnerLoop::MicroBatch> LearnerLoop::micro_batches(const std::vecto
   return out;
 }
 
-nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine) {
+nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine, double temperature) {
   nlohmann::json m;
+  score_.temperature = temperature > 0 ? temperature : cfg_.sampler.temperature;
   const auto dev = model()->device();
   // ---- rows ----
   Timer t_rows;

@@ -18,6 +18,8 @@ void StageConfig::validate() const {
   DICE_REQUIRE(max_prompt_len >= 1, "stage '", name, "' has max_prompt_len ", max_prompt_len, ".");
   DICE_REQUIRE(answer == "file" || kind == "infill", "stage '", name, "' has answer: ", answer,
                ", which only an infill stage can have (kind: infill).");
+  DICE_REQUIRE(temperature >= 0, "stage '", name, "' has temperature ", temperature,
+               "; it must be > 0, or 0 for sampler.temperature.");
 }
 
 void RolloutConfig::validate() const {

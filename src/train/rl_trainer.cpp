@@ -192,7 +192,7 @@ class Run {
   void step(const StageData& st, int64_t stage_start, int64_t stage_end);
   ActorOutput act(const StageData& st, const std::vector<int64_t>& slots, json& part);
   std::vector<Rollout> transfer(const ActorOutput& rollouts, json& part);
-  void learn(const std::vector<Rollout>& mine, json& part);
+  void learn(const std::vector<Rollout>& mine, double temperature, json& part);
   void sync_weights(json& part);
   void record_checksums(json& part);
   void evaluate(json& part);
@@ -351,7 +351,7 @@ void Run::step(const StageData& st, int64_t stage_start, int64_t stage_end) {
 
   ActorOutput rollouts = act(st, curriculum.tasks_at(cursor), part);  // sample, score, advantages
   std::vector<Rollout> mine = transfer(rollouts, part);                // kept rollouts -> learners
-  learn(mine, part);                                                   // rows, old log-probs, updates
+  learn(mine, cfg_.temperature_of(st.cfg), part);                     // rows, old log-probs, updates
   ++version_;
   sync_weights(part);                                                  // new weights -> actors
   record_checksums(part);
@@ -384,9 +384,9 @@ std::vector<Rollout> Run::transfer(const ActorOutput& rollouts, json& part) {
   return mine;
 }
 
-void Run::learn(const std::vector<Rollout>& mine, json& part) {
+void Run::learn(const std::vector<Rollout>& mine, double temperature, json& part) {
   if (!is_learner_) return;
-  auto lm = learner_->step(mine);
+  auto lm = learner_->step(mine, temperature);
   for (const char* k : {"time_rows_s", "time_old_logp_s", "time_update_s"}) part["times"][k] = lm[k];
   part["learner"] = lm;
 }

@@ -193,26 +193,28 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"dynamic", 0.0024, 4, "packed", 1000, 1, 0},
                       Case{"static", 0.9, 4, "reference", 6, 5, 0}));
 
-// Chunked log-probs alone: values and both gradients equal log_softmax + gather.
+// Chunked log-probs alone: values and both gradients equal log_softmax + gather (of logits / T).
 TEST(ChunkedLogprobs, EqualsLogSoftmax) {
   torch::manual_seed(3);
   auto h = torch::randn({37, 16}, torch::requires_grad());
   auto w = torch::randn({50, 16}, torch::requires_grad());
   auto tok = torch::randint(0, 50, {37}, torch::kInt64);
   auto g = torch::randn({37});
-  auto want = torch::log_softmax(torch::linear(h, w), -1).gather(1, tok.unsqueeze(1)).squeeze(1);
-  (want * g).sum().backward();
-  auto dh = h.grad().clone(), dw = w.grad().clone();
-  h.mutable_grad() = torch::Tensor();
-  w.mutable_grad() = torch::Tensor();
-  for (int64_t chunk : {1, 8, 37, 100}) {
-    auto got = chunked_token_logprobs(h, w, tok, chunk);
-    (got * g).sum().backward();
-    EXPECT_LT((got - want).abs().max().item<double>(), 1e-5) << chunk;
-    EXPECT_LT((h.grad() - dh).abs().max().item<double>(), 1e-5) << chunk;
-    EXPECT_LT((w.grad() - dw).abs().max().item<double>(), 1e-5) << chunk;
+  for (double T : {1.0, 0.6, 1.7}) {
+    auto want = torch::log_softmax(torch::linear(h, w) / T, -1).gather(1, tok.unsqueeze(1)).squeeze(1);
+    (want * g).sum().backward();
+    auto dh = h.grad().clone(), dw = w.grad().clone();
     h.mutable_grad() = torch::Tensor();
     w.mutable_grad() = torch::Tensor();
+    for (int64_t chunk : {1, 8, 37, 100}) {
+      auto got = chunked_token_logprobs(h, w, tok, chunk, T);
+      (got * g).sum().backward();
+      EXPECT_LT((got - want).abs().max().item<double>(), 1e-5) << chunk << " T " << T;
+      EXPECT_LT((h.grad() - dh).abs().max().item<double>(), 1e-5) << chunk << " T " << T;
+      EXPECT_LT((w.grad() - dw).abs().max().item<double>(), 1e-5) << chunk << " T " << T;
+      h.mutable_grad() = torch::Tensor();
+      w.mutable_grad() = torch::Tensor();
+    }
   }
 }
 

@@ -24,7 +24,7 @@ model::Transformer policy() {
   return model::testing::tiny_model(9);
 }
 
-std::vector<Rollout> rollouts(model::Transformer& m) {
+std::vector<Rollout> rollouts(model::Transformer& m, double temperature = 1.0) {
   std::vector<std::vector<int64_t>> prompts;
   for (int64_t L = 5; L <= 10; ++L) {
     std::vector<int64_t> p;
@@ -34,7 +34,7 @@ std::vector<Rollout> rollouts(model::Transformer& m) {
   rollout::SamplerConfig sc;
   sc.strategy = "static";
   sc.steps = 4;
-  sc.temperature = 1.0;
+  sc.temperature = temperature;
   sc.top_k = 0;
   sc.top_p = 1.0;
   sc.max_new_tokens = 14;
@@ -121,6 +121,25 @@ TEST_P(Reuse, FirstUpdateOwnForwardEqualsSeparatePass) {
 INSTANTIATE_TEST_SUITE_P(Paths, Reuse,
                          ::testing::Values(std::make_tuple(true, false), std::make_tuple(false, false),
                                            std::make_tuple(true, true)));
+
+// Rollouts of a stage that samples at 0.6 (stages[].temperature): the learner scores at the
+// temperature it is given, so its old log-probs equal the sampler's; at 1 they would not.
+TEST(LearnerLoop, ScoresAtTheStagesTemperature) {
+  auto sampler_model = policy();
+  const auto rs = rollouts(sampler_model, 0.6);
+  for (bool fast : {false, true}) {
+    auto gap = [&](double temperature) {
+      RlRunConfig cfg;
+      cfg.trace.fast = fast;
+      cfg.optim.compute_dtype = "float32";
+      auto comm = dist::self_comm(torch::kCPU, {"learners", "learner", 0});
+      LearnerLoop loop(cfg, policy(), *comm);
+      return loop.step(rs, temperature)["logp_gap_max"].get<double>();
+    };
+    EXPECT_LT(gap(0.6), 1e-4) << "fast " << fast;
+    EXPECT_GT(gap(0), 1e-2) << "fast " << fast << ": 0 = sampler.temperature, 1 here";
+  }
+}
 
 }  // namespace
 }  // namespace dice::train

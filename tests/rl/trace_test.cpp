@@ -29,12 +29,12 @@ Trajectory from_record(const rollout::SampleRecord& r) {
 }
 
 std::vector<rollout::SampleRecord> sample(model::Transformer& m, const std::string& strategy, double threshold,
-                                          int64_t steps = 4) {
+                                          int64_t steps = 4, double temperature = 1.0) {
   rollout::SamplerConfig sc;
   sc.strategy = strategy;
   sc.steps = steps;
   sc.threshold = threshold;
-  sc.temperature = 1.0;
+  sc.temperature = temperature;
   sc.top_k = 0;
   sc.top_p = 1.0;
   sc.max_new_tokens = 21;  // not a multiple of the block: the last block has a tail
@@ -48,35 +48,45 @@ std::vector<rollout::SampleRecord> sample(model::Transformer& m, const std::stri
   return s.generate(prompts_of_every_length(5, 12));
 }
 
-// (strategy, threshold, denoising steps per block): static 4 steps unmasks one token per step,
-// static 2 steps two tokens per step, dynamic a mix decided by the model's confidence.
-class LogprobMatch : public ::testing::TestWithParam<std::tuple<std::string, double, int64_t>> {};
+// (strategy, threshold, denoising steps per block, temperature): static 4 steps unmasks one token
+// per step, static 2 steps two tokens per step, dynamic a mix decided by the model's confidence; at a
+// temperature other than 1 (an RL stage's own) the learner scores at that temperature, on both paths.
+class LogprobMatch : public ::testing::TestWithParam<std::tuple<std::string, double, int64_t, double>> {};
 
 TEST_P(LogprobMatch, LearnerEqualsSamplerForEveryToken) {
   auto m = model::testing::tiny_model(3);
-  auto recs = sample(m, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
+  const double T = std::get<3>(GetParam());
+  auto recs = sample(m, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()), T);
   TraceOptions o;
   o.mask_token_id = m->config().mask_token_id;
+  ScoreOptions plain = plain_scoring(), fast, untempered = plain_scoring();
+  plain.temperature = fast.temperature = T;
   int64_t checked = 0, stops = 0;
+  double off_at_1 = 0;  // how far scoring at temperature 1 would be
   for (size_t i = 0; i < recs.size(); ++i) {
     const auto& r = recs[i];
     stops += r.stop_reason == "stop_token";
     auto rows = trace_rows(from_record(r), o, static_cast<int64_t>(i));
     ASSERT_EQ(rows.size(), 1u);
-    auto b = collate(rows, torch::kCPU);
+    auto b = collate(rows, torch::kCPU, plain);
     torch::NoGradGuard ng;
-    auto lp = token_logprobs(m, b);
+    auto lp = token_logprobs(m, b, plain);
+    auto lp_fast = token_logprobs(m, collate(rows, torch::kCPU, fast), fast);
+    off_at_1 = std::max(off_at_1, (token_logprobs(m, b, untempered) - lp).abs().max().item<double>());
     auto resp = b.target_resp_N.accessor<int64_t, 1>();
     std::vector<int> seen(r.response_ids.size(), 0);
     for (int64_t j = 0; j < lp.size(0); ++j) {
       ++seen[static_cast<size_t>(resp[j])];
       EXPECT_NEAR(lp[j].item<float>(), r.logprobs[static_cast<size_t>(resp[j])], 2e-5)
           << "prompt length " << r.prompt_ids.size() << ", response token " << resp[j];
+      EXPECT_NEAR(lp_fast[j].item<float>(), r.logprobs[static_cast<size_t>(resp[j])], 2e-5)
+          << "fast path, prompt length " << r.prompt_ids.size() << ", response token " << resp[j];
       ++checked;
     }
     for (size_t j = 0; j < seen.size(); ++j) EXPECT_EQ(seen[j], 1) << "response token " << j << " is not one target";
   }
   EXPECT_GT(checked, 40);
+  if (T != 1.0) EXPECT_GT(off_at_1, 1e-2) << "the temperature changes nothing here: the case tests nothing";
   EXPECT_GT(stops, 0) << "no sequence stopped early: the test does not cover the stop block";
   // Two tokens per step must really show up where the schedule asks for them.
   int64_t multi = 0, single = 0;
@@ -90,9 +100,11 @@ TEST_P(LogprobMatch, LearnerEqualsSamplerForEveryToken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, LogprobMatch,
-                         ::testing::Values(std::make_tuple(std::string("static"), 0.9, int64_t{4}),
-                                           std::make_tuple(std::string("static"), 0.9, int64_t{2}),
-                                           std::make_tuple(std::string("dynamic"), 0.0024, int64_t{4})));
+                         ::testing::Values(std::make_tuple(std::string("static"), 0.9, int64_t{4}, 1.0),
+                                           std::make_tuple(std::string("static"), 0.9, int64_t{2}, 1.0),
+                                           std::make_tuple(std::string("dynamic"), 0.0024, int64_t{4}, 1.0),
+                                           std::make_tuple(std::string("static"), 0.9, int64_t{4}, 0.6),
+                                           std::make_tuple(std::string("dynamic"), 0.0024, int64_t{4}, 1.5)));
 
 // Packed and reference rows: the same per-token log-probs and the same gradients.
 TEST(TraceRows, PackedEqualsReference) {

@@ -8,7 +8,8 @@
 #   ranks    -np 1 (colocated), -np 3 (1 learner + 2 actors), -np 4 (2 learners + 2 actors, ZeRO-1)
 #            complete; every step's checksums: learners identical, actors equal to the learners;
 #            the advantages of every group (one spans both actors) equal a single-process z-score
-#            of the recorded rewards, bit for bit.
+#            of the recorded rewards, bit for bit; the learner's log-probs equal the actors' at each
+#            stage's temperature.
 #   learn    with the synthetic reward on a model whose lm_head shares a direction on the rewarded
 #            range (shape_head.py): the mean reward of the last two steps >= 1.3 x step 1.
 #   resume   kill -9 of an actor at step 3 -> the job exits non-zero within the timeout and names
@@ -59,6 +60,19 @@ print(f"{path}: {len(recs)} steps, {n_learners} learner(s) and {n_actors} actor(
 EOF
 }
 
+# Every step: the learner's old log-probs equal the actors' (same weights, fp32), the second stage's
+# at its own temperature (stages[].temperature in train_test.yaml) included.
+check_logp_gap() {
+  "$py" - "$1" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+gaps = [(r["step"], r["stage"], r["logp_gap_max"]) for r in recs]
+print("logp_gap_max per step:", gaps)
+assert {s for _, s, _ in gaps} == {"infill", "e2e"}, gaps
+assert all(g < 1e-4 for _, _, g in gaps), "the learner scored other log-probs than the actors sampled"
+EOF
+}
+
 # Advantages: the recorded ones equal a z-score of the recorded rewards computed here, exactly.
 check_advantages() {
   "$py" - "$1" "$2" <<'EOF'
@@ -90,8 +104,10 @@ case $scenario in
 ranks)
   run 1 "$work/np1" --set dist.colocated=true
   check_checksums "$work/np1/metrics.jsonl" 1 1
+  check_logp_gap "$work/np1/metrics.jsonl"
   run 3 "$work/np3"
   check_checksums "$work/np3/metrics.jsonl" 1 2
+  check_logp_gap "$work/np3/metrics.jsonl"
   check_advantages "$work/np3" 3
   run 4 "$work/np4" --set dist.num_learners=2 --set optim.zero1=true
   check_checksums "$work/np4/metrics.jsonl" 2 2

@@ -69,8 +69,10 @@ std::vector<TraceRow> trace_rows(const Trajectory& t, const TraceOptions& opts, 
 // backward, never all held at once); optionally the first `checkpoint` layers (< 0: all) are
 // checkpointed. With `fused` the fast path's forward is ForwardArgs::train_fused (packed q|k|v and
 // gate|up GEMMs; RMSNorm, q/k norm + RoPE and SiLU * up as fused operators with a backward on
-// CUDA bf16, the same composite ops elsewhere).
+// CUDA bf16, the same composite ops elsewhere). `temperature`: log-probs of softmax(logits / T), the
+// distribution a sampler at temperature T draws from (RL stages that sample below 1 stay on-policy).
 struct ScoreOptions {
+  double temperature = 1.0;
   bool fast = true;
   bool fused = true;
   int64_t attn_chunk = 256;
@@ -101,10 +103,11 @@ TraceBatch collate(const std::vector<TraceRow>& rows, torch::Device device, cons
 // unless under NoGradGuard). lm_head runs only at the targets.
 torch::Tensor token_logprobs(model::Transformer& model, const TraceBatch& batch, const ScoreOptions& opts = plain_scoring());
 
-// log_softmax(h_NH @ w_VH^T)[n, token_N[n]] in fp32 (the logits rounded to w's dtype first, as
-// lm_head's output), `chunk` rows at a time; backward recomputes each chunk's logits.
+// log_softmax(h_NH @ w_VH^T / temperature)[n, token_N[n]] in fp32 (the logits rounded to w's dtype
+// first, as lm_head's output, then divided in fp32 as the sampler does), `chunk` rows at a time;
+// backward recomputes each chunk's logits.
 torch::Tensor chunked_token_logprobs(const torch::Tensor& h_NH, const torch::Tensor& w_VH, const torch::Tensor& token_N,
-                                     int64_t chunk);
+                                     int64_t chunk, double temperature = 1.0);
 
 // Number of tokens a batch of these rows takes (rows x padded length).
 int64_t padded_tokens(const std::vector<const TraceRow*>& rows);

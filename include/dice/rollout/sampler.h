@@ -165,6 +165,9 @@ class Sampler {
   int64_t cache_bytes() const;
   // Frees the KV cache and decode buffers (e.g. between rollout and training phases).
   void release();
+  // The temperature of the next generate() calls (an RL stage's own); recorded CUDA graphs that drew
+  // at another one are dropped.
+  void set_temperature(double temperature);
 
  private:
   struct Impl;

@@ -40,8 +40,9 @@ struct Draw {
   torch::Tensor confidence;  // float [B, W]: probability of the drawn token under the sampling
                              // distribution (tempered, top-k / top-p filtered); for greedy, its
                              // probability under softmax(logits / T) (T = temperature, or 1 if 0)
-  torch::Tensor logprob;     // float [B, W]: log softmax(logits)[token], the model's own (untempered)
-                             // log-probability; undefined unless asked for
+  torch::Tensor logprob;     // float [B, W]: log softmax(logits / T)[token] (T as above; top-k / top-p
+                             // filtering left out): what the learner scores at the same temperature;
+                             // undefined unless asked for
 };
 
 // logits_BWV: [B, W, V] any float dtype; uniform_BW: double [B, W] from uniform_noise.

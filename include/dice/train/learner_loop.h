@@ -46,7 +46,9 @@ class LearnerLoop {
   // `reference`: a frozen copy of the starting policy, needed when loss.kl_reference is "initial".
   LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
               std::optional<model::Transformer> reference = std::nullopt, Options opts = {});
-  nlohmann::json step(const std::vector<Rollout>& mine);
+  // `temperature`: the one the rollouts were sampled at (their stage's, RlRunConfig::temperature_of;
+  // 0 = sampler.temperature); log-probs are scored at it.
+  nlohmann::json step(const std::vector<Rollout>& mine, double temperature = 0);
 
   model::Transformer& model() { return weights_.master(); }
   const model::Transformer& model() const { return weights_.master(); }

@@ -30,6 +30,7 @@ struct StageConfig {
   int64_t max_prompt_len = 1500;    // longer prompts are dropped (whole groups) and counted
   std::string prompt_template;      // "" = configs/prompts default for the kind and task device
   std::string answer = "file";      // infill: file (the whole file, DICE) | middle (only the gap; task_prompt.h)
+  double temperature = 0;           // sampling temperature of this stage; 0 = sampler.temperature
 
   template <class V> void visit(V& v) {
     v("name", name, "stage name (checkpoints record it)");
@@ -41,6 +42,9 @@ struct StageConfig {
     v("tasks", tasks, "task JSONL file (its order is the curriculum)");
     v("max_prompt_len", max_prompt_len, "prompts longer than this many tokens are dropped");
     v("prompt_template", prompt_template, "prompt template file");
+    v("temperature", temperature,
+      "sampling temperature of this stage (0 = sampler.temperature); the learner scores log-probs at the same "
+      "temperature, so the update stays on-policy");
   }
   void validate() const;
 };
@@ -224,6 +228,8 @@ struct RlRunConfig {
   }
   void validate() const;
   int64_t total_steps() const;
+  // The temperature a stage samples and the learner scores at.
+  double temperature_of(const StageConfig& s) const { return s.temperature > 0 ? s.temperature : sampler.temperature; }
 };
 
 // Keys whose change does not change results (paths of caches, timeouts, logging, fault
