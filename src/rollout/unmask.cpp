@@ -94,11 +94,17 @@ Draw draw_tokens(const torch::Tensor& logits_BWV, const torch::Tensor& uniform_B
     if (!logits.defined()) logits = logits_BWV.to(torch::kFloat32);
     return logits;
   };
+  // fp32 logits / T (T = temperature, or 1 if 0), made once: the draw, the confidence and the log-prob
+  const double T = p.temperature > 0 ? p.temperature : 1.0;
+  torch::Tensor scaled_logits;
+  auto tempered = [&]() -> const torch::Tensor& {
+    if (!scaled_logits.defined()) scaled_logits = T == 1.0 ? fp32() : fp32() / T;
+    return scaled_logits;
+  };
   Draw d;
   if (p.greedy()) {
     d.tokens = fp32().argmax(-1);
-    const double T = p.temperature > 0 ? p.temperature : 1.0;
-    auto scaled = T == 1.0 ? fp32() : fp32() / T;
+    const auto& scaled = tempered();
     auto lse = scaled.logsumexp(-1);
     d.confidence = (scaled.gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - lse).exp();
   } else if (p.fused && !use_top_k && !use_top_p) {  // one kernel over the whole vocabulary
@@ -106,7 +112,7 @@ Draw draw_tokens(const torch::Tensor& logits_BWV, const torch::Tensor& uniform_B
     d.tokens = tokens.view({B, W});
     d.confidence = probs.view({B, W});
   } else {
-    auto scaled = p.temperature == 1.0 ? fp32() : fp32() / p.temperature;
+    const auto& scaled = tempered();
     torch::Tensor cand, cand_idx;  // candidate logits (descending when filtered) and their vocab ids
     if (use_top_k) {
       auto tk = scaled.topk(p.top_k, -1, /*largest=*/true, /*sorted=*/true);
@@ -131,8 +137,7 @@ Draw draw_tokens(const torch::Tensor& logits_BWV, const torch::Tensor& uniform_B
     d.tokens = cand_idx.defined() ? cand_idx.gather(-1, j.unsqueeze(-1)).squeeze(-1) : j;
   }
   if (want_logprob) {  // at the sampling temperature: the policy the learner scores (rl::ScoreOptions)
-    const double T = p.temperature > 0 ? p.temperature : 1.0;
-    auto scaled = T == 1.0 ? fp32() : fp32() / T;
+    const auto& scaled = tempered();
     d.logprob = scaled.gather(-1, d.tokens.unsqueeze(-1)).squeeze(-1) - scaled.logsumexp(-1);
   }
   return d;
