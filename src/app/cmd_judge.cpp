@@ -140,12 +140,13 @@ void run(const JudgeArgs& a) {
 
   std::string text;
   std::map<std::string, int> classes;
-  int correct = 0, hits = 0;
+  int correct = 0, hits = 0, reused = 0;
   for (size_t i = 0; i < verdicts.size(); ++i) {
     text += line_of(i, verdicts[i]);
     classes[judge::failure_name(verdicts[i].failure)]++;
     correct += verdicts[i].correct;
     hits += verdicts[i].cache_hit;
+    reused += verdicts[i].reused;
   }
   try {
     fs::write_file_atomic(a.out, text);
@@ -155,7 +156,7 @@ void run(const JudgeArgs& a) {
   std::remove(partial.c_str());
   std::string hist;
   for (auto& [k, n] : classes) hist += str(" ", k, "=", n);
-  log::info("judge: ", correct, "/", verdicts.size(), " correct, ", hits, " build cache hits, ", wall, " s (",
+  log::info("judge: ", correct, "/", verdicts.size(), " correct, ", hits, " build cache hits, ", reused, " verdicts reused, ", wall, " s (",
             verdicts.empty() ? 0.0 : 60.0 * verdicts.size() / wall, " candidates/min); classes:", hist);
   log::info("judge: extensions: ", judge.fast_builds(), " built by the fast builder, ", judge.plain_builds(),
             " by the plain build (", judge.build_fallbacks(), " of them handed over by the fast builder)");

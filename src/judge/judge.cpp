@@ -24,7 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dice/config/config.h"
 #include "dice/judge/executor.h"
+#include "dice/judge/verdict_memo.h"
 #include "dice/text/chat.h"
 #include "dice/util/cleanup.h"
 #include "dice/util/error.h"
@@ -121,6 +123,29 @@ void make_dir(const std::string& path, mode_t mode) {
   stdfs::create_directories(path, ec);
   DICE_REQUIRE(!ec, "cannot create directory '", path, "': ", ec.message());
   chmod(path.c_str(), mode);
+}
+
+// The harness's Python files (name and text), hashed: a changed harness judges anew (VerdictMemo).
+std::string harness_digest(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : stdfs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".py" && e.path().string().find("__pycache__") == std::string::npos)
+      files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  hash::Sha256 h;
+  for (const auto& f : files) {
+    const std::string text = fs::read_file(f);
+    h.update(str(f.size() - dir.size(), ":", f.substr(dir.size()), text.size(), ":"));
+    h.update(text);
+  }
+  return h.hex_digest();
+}
+
+// This program's file (size and time): a rebuilt dice judges anew (VerdictMemo).
+std::string program_identity() {
+  struct stat st;
+  if (stat("/proc/self/exe", &st) != 0) return "unknown";
+  return str(st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
 }
 
 // Content-addressed file under dir (readable by the sandbox uids).
@@ -274,6 +299,7 @@ struct Judge::Impl {
   std::string exchange_root;  // the executors' tensor files ("" = under scratch_root); made and removed here
   std::unique_ptr<cleanup::ScratchGuard> exchange_guard;
   std::shared_ptr<PhaseTotals> phases = std::make_shared<PhaseTotals>();  // compile and execution
+  std::unique_ptr<VerdictMemo> memo;  // judge.reuse_verdicts (null: off)
 };
 
 Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
@@ -468,6 +494,21 @@ Judge::Judge(JudgeConfig cfg) : cfg_(std::move(cfg)), impl_(std::make_unique<Imp
       log::warn("judge: sandbox protections not available here:", m);
     }
   }
+  if (cfg_.reuse_verdicts != "off") {
+    JudgeConfig id = cfg_;  // the settings that decide a verdict: not places, worker counts or the reward
+    id.python = id.harness_dir = id.scratch_root = id.cache_root = id.pch_root = id.exchange_dir = "";
+    id.bytecode_cache = id.reward = id.reuse_verdicts = "";
+    id.compile_workers = id.executors = id.spares = id.max_jobs = 0;
+    id.tau = 0;
+    nlohmann::json identity = {{"memo", 1}, {"settings", config::dump(config::to_yaml(id))},
+                               {"toolchain", toolchain_}, {"cuda", impl_->cuda}, {"unsandboxed", impl_->unsandboxed},
+                               {"missing", missing_}, {"harness", harness_digest(cfg_.harness_dir)},
+                               {"program", program_identity()}};
+    // Across runs only correctness (timing changes with the machine and its load), and only where the
+    // cache outlives this judge.
+    const bool across_runs = cfg_.reuse_verdicts == "cache" && !cfg_.timing && !private_cache;
+    impl_->memo = std::make_unique<VerdictMemo>(identity.dump(), across_runs ? cfg_.cache_root + "/verdicts" : "");
+  }
 }
 
 Judge::~Judge() {
@@ -502,6 +543,7 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
   // judged once: the later ones get the first one's verdict when it is final.
   std::map<std::pair<std::string, std::string>, size_t> first_with;  // (task id, code file) -> job
   std::vector<std::vector<size_t>> copies(n);
+  std::vector<std::string> memo_keys(n);  // judge.reuse_verdicts: where a job's verdict is kept
 
   auto report = [&](size_t i) {  // caller holds mu
     ++done;
@@ -512,7 +554,10 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     }
   };
   auto finish = [&](size_t i) {  // caller holds mu
-    if (impl_->unsandboxed) verdicts[i].flags.push_back("unsandboxed");  // judge.sandbox.allow_unsandboxed
+    auto& flags = verdicts[i].flags;
+    if (impl_->unsandboxed && std::find(flags.begin(), flags.end(), "unsandboxed") == flags.end())
+      flags.push_back("unsandboxed");  // judge.sandbox.allow_unsandboxed
+    if (!memo_keys[i].empty() && !cleanup::shutting_down()) impl_->memo->put(memo_keys[i], verdicts[i]);
     report(i);
     for (size_t c : copies[i]) {
       verdicts[c] = verdicts[i];
@@ -583,6 +628,19 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     req["record_ops"] = cfg_.own_kernel != "off" || cfg_.library_ops != "off";
     auto key = std::make_pair(job.task->id, req["candidate"].get<std::string>());
     requests[i] = std::move(req);
+    if (impl_->memo) {  // judged before (an earlier batch or run): that verdict, not built or run again
+      const std::string mk = impl_->memo->key(*job.task, code);
+      if (auto kept = impl_->memo->find(mk, job.task->id)) {
+        v = *kept;
+        v.reused = true;
+        v.same_as = -1;
+        v.compile_s = v.exec_s = 0;
+        v.cache_hit = v.compiled;
+        finish(i);
+        continue;
+      }
+      memo_keys[i] = mk;
+    }
     auto [it, first] = first_with.emplace(key, i);
     if (first) {
       to_compile.emplace_back(i, code);

@@ -78,6 +78,7 @@ void to_json(nlohmann::json& j, const Verdict& v) {
                      {"exec_s", v.exec_s},
                      {"cache_hit", v.cache_hit}};
   if (v.same_as >= 0) j["same_as"] = v.same_as;
+  if (v.reused) j["reused"] = true;
 }
 
 void from_json(const nlohmann::json& j, Verdict& v) {
@@ -100,6 +101,7 @@ void from_json(const nlohmann::json& j, Verdict& v) {
     v.exec_s = j.value("exec_s", 0.0);
     v.cache_hit = j.value("cache_hit", false);
     v.same_as = j.value("same_as", -1);
+    v.reused = j.value("reused", false);
   } catch (const nlohmann::json::exception& e) {
     throw Error(str("malformed verdict record: ", e.what()));
   }

@@ -248,7 +248,7 @@ std::vector<double> ActorLoop::judge_rewards(judge::JudgeQueue& queue, int64_t f
   auto verdicts = queue.drain(&qs);  // sample index -> verdict; too-long prompts were not sampled
   std::vector<double> rewards(n, 0.0);
   const auto kind = judge::reward_kind_from_name(cfg_.reward.kind);
-  int64_t compiled = 0, correct = 0, extracted = 0, findings = 0, cache_hits = 0;
+  int64_t compiled = 0, correct = 0, extracted = 0, findings = 0, cache_hits = 0, reused = 0;
   std::map<std::string, int64_t> failures;
   std::vector<double> compile_s, exec_s;
   for (const auto& [s, v] : verdicts) {
@@ -258,6 +258,7 @@ std::vector<double> ActorLoop::judge_rewards(judge::JudgeQueue& queue, int64_t f
     extracted += v.extracted;
     findings += static_cast<int64_t>(v.findings.size());
     cache_hits += v.cache_hit;
+    reused += v.reused;
     ++failures[judge::failure_name(v.failure)];
     compile_s.push_back(v.compile_s);
     exec_s.push_back(v.exec_s);
@@ -269,6 +270,7 @@ std::vector<double> ActorLoop::judge_rewards(judge::JudgeQueue& queue, int64_t f
   m["extracted"] = extracted;
   m["static_findings"] = findings;
   m["judge_cache_hits"] = cache_hits;
+  m["judge_reused"] = reused;
   m["failures"] = failures;
   m["judge_compile_s"] = compile_s;
   m["judge_exec_s"] = exec_s;

@@ -34,6 +34,7 @@ const std::vector<MetricField>& metric_fields() {
       {"extracted", "of them, a code block was found in"},
       {"static_findings", "static-check findings over the step's candidates"},
       {"judge_cache_hits", "builds served from the judge's cache"},
+      {"judge_reused", "verdicts reused from identical candidates judged before (judge.reuse_verdicts)"},
       {"judge_batches", "judge submissions"},
       {"judge_queue_max", "the judge queue's largest length"},
       {"pass_rate", "correct / judged"},

@@ -99,7 +99,7 @@ json merge_metrics(const std::vector<std::string>& parts, int64_t step, const st
       auto& a = j["actor"];
       if (!have_actor) actor0 = a, have_actor = true;
       for (const char* k : {"response_tokens", "judged", "compiled", "correct", "extracted", "static_findings",
-                            "judge_cache_hits"})
+                            "judge_cache_hits", "judge_reused"})
         if (a.contains(k)) sums[k] += a[k].get<double>();
       if (a.contains("failures"))
         for (auto& [k, v] : a["failures"].items()) failures[k] += v.get<int64_t>();

@@ -4,7 +4,9 @@
 # As root: creates the user dice-ci (with a home) if it is missing, gives it CACHE_DIR (its own
 # build cache: a judge uses only entries its own user made), makes the directories on the way to
 # the sources and the build traversable (o+x, not readable), and runs COMMAND as that user with a
-# clean environment. Not root: runs COMMAND as it is, already unprivileged.
+# clean environment. Not root: runs COMMAND as it is, already unprivileged. DICE_PCH_ROOT, when set,
+# is passed on: the suite's precompiled headers, built by root (the judge takes a finished PCH of
+# root's as an administrator's shared one), so the user builds none.
 set -euo pipefail
 cache=$1
 shift
@@ -21,7 +23,7 @@ home=$(getent passwd "$user" | cut -d: -f6)
 uid=$(id -u "$user")
 # Directories on the way to the command and the sources: traversable by others (o+x only).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-for p in "$@" "$here" "$cache"; do
+for p in "$@" "$here" "$cache" ${DICE_PCH_ROOT:+"$DICE_PCH_ROOT"}; do
   [[ $p == /* && -e $p ]] || continue
   d=$(dirname "$(readlink -f "$p")")
   while [[ $d != / ]]; do
@@ -38,4 +40,5 @@ chown -R "$user:" "$cache"
 cd "$home"
 exec setpriv --reuid="$uid" --regid="$(id -g "$user")" --init-groups --inh-caps=-all \
   env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$home" USER="$user" LOGNAME="$user" LANG=C.UTF-8 \
-  OMP_NUM_THREADS=1 DICE_TEST_CACHE_ROOT="$cache" ${CUDA_HOME:+CUDA_HOME=$CUDA_HOME} "$@"
+  OMP_NUM_THREADS=1 DICE_TEST_CACHE_ROOT="$cache" ${CUDA_HOME:+CUDA_HOME=$CUDA_HOME} \
+  ${DICE_PCH_ROOT:+DICE_PCH_ROOT=$DICE_PCH_ROOT} "$@"

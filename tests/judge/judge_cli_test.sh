@@ -10,6 +10,8 @@
 #   pch        `dice judge` with a fresh persistent build cache: the precompiled header is built
 #              inside the command, the candidate is built by the fast builder from it, and no
 #              process of the judge is left 2 s after the command exits
+#   shared_pch the suite's one PCH ($DICE_PCH_ROOT, tools/test.sh) finished by root, before the tests
+#              run as an unprivileged user take it as theirs (a ctest fixture); exits 77 without it
 # usage: judge_cli_test.sh DICE_BINARY SOURCE_DIR SCENARIO
 set -uo pipefail
 dice=$1
@@ -144,6 +146,20 @@ sys.exit(0 if all(v['reward'] == 1 for v in vs) and len(vs) == 2 else 1)" || { c
   grep -q "2 built by the fast builder, 0 by the plain build" judge2.log || { cat judge2.log; fail "the fast builder did not use the shared PCH"; }
   grep -q "building the precompiled headers.*under $work/cache)" judge2.log || { cat judge2.log; fail "the judge did not name the shared PCH root"; }
   echo "  ok: DICE_PCH_ROOT: the first cache's PCH served the second cache's builds"
+  ;;
+shared_pch)
+  [[ -n ${DICE_PCH_ROOT:-} ]] || { echo "DICE_PCH_ROOT is not set: no shared PCH to make"; exit 77; }
+  head -n 2 "$src/configs/tasks/builtin_cpu.jsonl" > two.jsonl
+  "$py" -c "
+import json
+for l in open('two.jsonl'):
+    t = json.loads(l); print(json.dumps({'task_id': t['id'], 'code': t['solution']}))" > cands.jsonl
+  mkdir cache && chmod 755 cache
+  TMPDIR=$work/tmp "$dice" judge --tasks two.jsonl --candidates cands.jsonl --out v.jsonl --set "cache_root=$work/cache" \
+    > judge.log 2>&1 || { cat judge.log; fail "dice judge failed"; }
+  compgen -G "$DICE_PCH_ROOT/pch-*/ok" > /dev/null || { ls -la "$DICE_PCH_ROOT"; fail "no finished PCH under $DICE_PCH_ROOT"; }
+  grep -q "2 built by the fast builder, 0 by the plain build" judge.log || { cat judge.log; fail "the fast builder did not build both"; }
+  echo "  ok: the PCH under $DICE_PCH_ROOT is finished and built both candidates"
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac

@@ -1,13 +1,19 @@
 // Judge end to end on honest CPU candidates; verdict JSON; rewards; code extraction.
 #include "dice/judge/judge.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "dice/judge/reward.h"
+#include "dice/judge/sandbox.h"
+#include "dice/judge/verdict_memo.h"
 #include "dice/util/error.h"
 #include "judge/judge_testing.h"
 
@@ -124,6 +130,128 @@ TEST(Judge, BytecodeCacheServesThePythonsItStarts) {
     stamp |= name.rfind("compiled-", 0) == 0 && parent == dir;
   }
   EXPECT_TRUE(torch_init && harness && stamp) << torch_init << harness << stamp;
+}
+
+// judge.reuse_verdicts: the same code for the same task under the same settings gets its earlier
+// verdict, within a judge and (cache, timing off) in a later judge on the same cache root; files of
+// the memo that others may write are not believed; timed verdicts stay within their judge.
+TEST(Judge, ReusesVerdictsOfIdenticalCandidates) {
+  Task relu = cpu_task("relu");
+  // code no earlier run judged (a comment: a new verdict key, the same build from the test cache)
+  const std::string run = "# run " + std::to_string(getpid()) + "_" + std::to_string(time(nullptr)) + "\n";
+  const std::string honest = run + candidate("relu_honest.py");
+  const std::string wrong = replace_all(honest, "in[i] > 0.f ? in[i] : 0.f", "in[i] > 1.f ? in[i] : 0.f");
+  ASSERT_NE(wrong, honest);
+  JudgeConfig cfg = test_config();
+  cfg.reuse_verdicts = "cache";
+  std::vector<Verdict> first;
+  {
+    Judge judge(cfg);
+    first = judge.judge({code_job(relu, honest), code_job(relu, wrong)});
+    ASSERT_TRUE(first[0].correct) << failure_name(first[0].failure) << ": " << first[0].log_tail;
+    ASSERT_EQ(first[1].failure, Failure::kWrongValue) << failure_name(first[1].failure) << ": " << first[1].log_tail;
+    for (const auto& v : first) {
+      EXPECT_FALSE(v.reused);
+      EXPECT_GT(v.exec_s, 0);
+    }
+    auto again = judge.judge({code_job(relu, wrong), code_job(relu, honest)});
+    EXPECT_TRUE(again[0].reused && again[1].reused);
+    EXPECT_EQ(again[0].failure, Failure::kWrongValue);
+    EXPECT_TRUE(again[1].correct);
+    EXPECT_EQ(again[0].exec_s + again[1].exec_s, 0);
+    EXPECT_EQ(again[0].max_abs_error, first[1].max_abs_error);
+    nlohmann::json j = again[0];
+    EXPECT_EQ(j.value("reused", false), true);
+  }
+  {  // a later judge on the same cache: from <cache_root>/verdicts
+    Judge judge(cfg);
+    auto later = judge.judge({code_job(relu, honest), code_job(relu, wrong)});
+    EXPECT_TRUE(later[0].reused && later[0].correct) << failure_name(later[0].failure);
+    EXPECT_TRUE(later[1].reused && later[1].failure == Failure::kWrongValue) << failure_name(later[1].failure);
+  }
+  // the memo's files: this user's, not writable by others; one made group-writable is not believed
+  int files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cfg.cache_root + "/verdicts")) {
+    struct stat st;
+    if (!e.is_regular_file() || stat(e.path().c_str(), &st) != 0) continue;
+    EXPECT_EQ(st.st_uid, geteuid());
+    EXPECT_EQ(st.st_mode & 0022, 0u) << e.path();
+    ++files;
+  }
+  EXPECT_GE(files, 2);
+  {
+    JudgeConfig timed = cfg;  // timing on: reused within this judge only, never written or read across
+    timed.timing = true;
+    timed.iters = 2;
+    Judge judge(timed);
+    auto a = judge.judge({code_job(relu, honest)});
+    auto b = judge.judge({code_job(relu, honest)});
+    EXPECT_FALSE(a[0].reused);
+    EXPECT_GT(a[0].runtime_ms, 0);
+    EXPECT_TRUE(b[0].reused);
+    EXPECT_EQ(b[0].runtime_ms, a[0].runtime_ms);
+  }
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cfg.cache_root + "/verdicts"))
+    if (e.is_regular_file()) chmod(e.path().c_str(), 0664);
+  {
+    Judge judge(cfg);
+    auto v = judge.judge({code_job(relu, wrong)});
+    EXPECT_FALSE(v[0].reused) << "a verdict file others may write was believed";
+    EXPECT_EQ(v[0].failure, Failure::kWrongValue);
+    EXPECT_GT(v[0].exec_s, 0);
+  }
+  JudgeConfig off = cfg;
+  off.reuse_verdicts = "off";
+  Judge judge(off);
+  auto v = judge.judge({code_job(relu, honest)});
+  EXPECT_FALSE(v[0].reused);
+  EXPECT_GT(v[0].exec_s, 0);
+}
+
+// Which verdicts are kept: those the code decides, not those a machine's state can cause.
+TEST(VerdictMemo, KeepsOnlyWhatTheCodeDecides) {
+  const std::string dir = dice::fs::make_temp_dir("dice_memo_test_");
+  Task t = cpu_task("relu");
+  VerdictMemo memo("identity 1", dir), other("identity 2", dir);
+  EXPECT_NE(memo.key(t, "code"), other.key(t, "code"));
+  EXPECT_NE(memo.key(t, "code"), memo.key(t, "code "));
+  Task t2 = t;
+  t2.reference += "\n";
+  EXPECT_NE(memo.key(t, "code"), memo.key(t2, "code"));
+  int k = 0;
+  for (Failure f : {Failure::kNone, Failure::kWrongValue, Failure::kCompileError, Failure::kTimeout, Failure::kCrash,
+                    Failure::kResourceLimit, Failure::kJudgeError, Failure::kSandboxViolation, Failure::kCompileTimeout}) {
+    Verdict v;
+    v.task_id = t.id;
+    v.failure = f;
+    v.correct = f == Failure::kNone;
+    const std::string key = memo.key(t, "code " + std::to_string(k++));
+    memo.put(key, v);
+    const bool kept = f == Failure::kNone || f == Failure::kWrongValue || f == Failure::kCompileError;
+    EXPECT_EQ(memo.find(key, t.id).has_value(), kept) << failure_name(f);
+    VerdictMemo fresh("identity 1", dir);  // from the directory
+    auto back = fresh.find(key, t.id);
+    EXPECT_EQ(back.has_value(), kept) << failure_name(f);
+    if (back) EXPECT_EQ(back->failure, f);
+    EXPECT_FALSE(fresh.find(key, "another_task").has_value());
+  }
+  Verdict oom;
+  oom.task_id = t.id;
+  oom.failure = Failure::kRuntimeError;
+  oom.log_tail = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  EXPECT_FALSE(VerdictMemo::keepable(oom));
+  oom.log_tail = "IndexError: index 4 is out of bounds";
+  EXPECT_TRUE(VerdictMemo::keepable(oom));
+  oom.reused = true;
+  EXPECT_FALSE(VerdictMemo::keepable(oom));
+  VerdictMemo memory_only("identity 1", "");
+  Verdict ok;
+  ok.task_id = t.id;
+  ok.correct = true;
+  memory_only.put(memory_only.key(t, "x"), ok);
+  EXPECT_TRUE(memory_only.find(memory_only.key(t, "x"), t.id).has_value());
+  EXPECT_FALSE(VerdictMemo("identity 1", dir).find(memo.key(t, "x"), t.id).has_value());
+  dice::judge::remove_tree(dir);
 }
 
 TEST(Verdict, JsonRoundTrip) {

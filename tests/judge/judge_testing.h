@@ -42,6 +42,7 @@ inline JudgeConfig test_config() {
   c.exec_timeout_s = 60;
   c.trials = 3;
   c.seed = 1234;
+  c.reuse_verdicts = "off";  // these tests judge afresh what they judge again (Judge.ReusesVerdicts* turn it on)
   return c;
 }
 

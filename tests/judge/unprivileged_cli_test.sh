@@ -2,7 +2,9 @@
 # The judge as a cluster user (issue 23), run as an unprivileged user (tests/judge/as_user.sh):
 #   1. `dice doctor` says the sandbox is a user namespace and holds (no file left outside scratch,
 #      the user's home and the run directory included; nothing seen by the next candidate)
-#   2. `dice judge` on two built-in tasks' honest solutions: both pass, as they do for root
+#   2. `dice judge` on two built-in tasks' honest solutions: both pass, as they do for root; with
+#      DICE_PCH_ROOT naming root's finished precompiled headers (as_user.sh passes it on), a judge with
+#      a fresh cache builds both with them and makes no PCH of its own
 #   3. where user namespaces are denied (deny_userns.py: user.max_user_namespaces=0 in a namespace
 #      of the test's own), `dice doctor` and `dice judge` stop with the sentence that names the
 #      sysctl and the fix, and write no verdict
@@ -46,6 +48,21 @@ vs = [json.loads(l) for l in open('v.jsonl')]
 print('verdicts:', [(v['task_id'], v['failure'], v['reward'], v.get('flags', [])) for v in vs])
 sys.exit(0 if len(vs) == 2 and all(v['reward'] == 1 and 'unsandboxed' not in v.get('flags', []) for v in vs) else 1)" \
   || { cat judge.log; fail "honest solutions did not pass as a normal user"; }
+
+if [[ -n ${DICE_PCH_ROOT:-} && $(stat -c %u "$DICE_PCH_ROOT") == 0 ]]; then
+  echo "== 2b. root's precompiled headers under $DICE_PCH_ROOT serve this user"
+  mkdir cache_pch
+  "$dice" judge --tasks two.jsonl --candidates cands.jsonl --set "cache_root=$work/cache_pch" --out vp.jsonl \
+    > pch.log 2>&1 || { cat pch.log; fail "dice judge with root's PCH failed as a normal user"; }
+  ! compgen -G "cache_pch/pch-*" > /dev/null || { ls -la cache_pch; fail "the user built a PCH of its own"; }
+  grep -q "2 built by the fast builder, 0 by the plain build" pch.log || { cat pch.log; fail "root's PCH did not serve the builds"; }
+  "$py" -c "
+import json, sys
+vs = [json.loads(l) for l in open('vp.jsonl')]
+sys.exit(0 if len(vs) == 2 and all(v['reward'] == 1 for v in vs) else 1)" || fail "candidates built with root's PCH did not pass"
+else
+  echo "== 2b. skipped: DICE_PCH_ROOT does not name a directory of root's"
+fi
 
 echo "== 3. user namespaces denied: the judge and doctor refuse, with the sysctl named"
 "$py" "$src/tests/judge/deny_userns.py" "$dice" doctor > deny_doctor.log 2>&1 && { cat deny_doctor.log; fail "doctor passed without user namespaces"; }

@@ -63,6 +63,8 @@ struct JudgeConfig {
   uint64_t seed = 0;                  // 0 = hidden seeds from std::random_device
   std::string reward = "exec";        // exec | speedup | graded (reward.h)
   double tau = 1.0;                   // speedup threshold (speedup) / cap (graded)
+  std::string reuse_verdicts = "cache";  // off | process | cache: the same code for the same task under the
+                                         // same settings gets its earlier verdict (verdict_memo.h)
   SandboxConfig sandbox;
 
   template <class V> void visit(V& v) {
@@ -121,6 +123,12 @@ struct JudgeConfig {
     v("seed", seed, "0 = hidden random seeds; else reproducible seeds");
     v.choice("reward", reward, {"exec", "speedup", "graded"}, "reward function (reward.h)");
     v("tau", tau, "speedup threshold (speedup) or cap (graded)");
+    v.choice("reuse_verdicts", reuse_verdicts, {"off", "process", "cache"},
+             "a candidate whose code equals one judged before for the same task, under the same settings, "
+             "toolchain and dice build, gets that verdict again without being built or run (marked reused; "
+             "only correct verdicts and failures the code itself decides, never a timeout, crash or limit): "
+             "process = within this run; cache = also across runs through <cache_root>/verdicts when "
+             "timing is off; off = judge every batch afresh");
     v("sandbox", sandbox, "sandbox settings");
   }
   void validate() const;

@@ -58,6 +58,8 @@ struct Verdict {
   int same_as = -1;           // >= 0: the same code for the same task as that earlier job (its index in
                               // the Judge::judge batch, its key in a JudgeQueue), judged once: this is
                               // its verdict (compile_s and exec_s 0)
+  bool reused = false;        // the verdict an identical candidate got earlier (judge.reuse_verdicts): not
+                              // built or run again (compile_s and exec_s 0)
 };
 
 // JSON (one verdict per JSONL line); from_json throws dice::Error naming a bad field.
