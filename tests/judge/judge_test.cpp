@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -144,6 +146,16 @@ TEST(Judge, ReusesVerdictsOfIdenticalCandidates) {
   ASSERT_NE(wrong, honest);
   JudgeConfig cfg = test_config();
   cfg.reuse_verdicts = "cache";
+  // the memo's files this test writes (the test cache keeps those of earlier runs)
+  auto memo_files = [&] {
+    std::set<std::string> files;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(cfg.cache_root + "/verdicts", ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file()) files.insert(it->path().string());
+    return files;
+  };
+  const std::set<std::string> before = memo_files();
   std::vector<Verdict> first;
   {
     Judge judge(cfg);
@@ -170,15 +182,16 @@ TEST(Judge, ReusesVerdictsOfIdenticalCandidates) {
     EXPECT_TRUE(later[1].reused && later[1].failure == Failure::kWrongValue) << failure_name(later[1].failure);
   }
   // the memo's files: this user's, not writable by others; one made group-writable is not believed
-  int files = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(cfg.cache_root + "/verdicts")) {
+  std::vector<std::string> ours;
+  for (const auto& f : memo_files()) {
+    if (before.count(f)) continue;
     struct stat st;
-    if (!e.is_regular_file() || stat(e.path().c_str(), &st) != 0) continue;
+    ASSERT_EQ(stat(f.c_str(), &st), 0) << f;
     EXPECT_EQ(st.st_uid, geteuid());
-    EXPECT_EQ(st.st_mode & 0022, 0u) << e.path();
-    ++files;
+    EXPECT_EQ(st.st_mode & 0022, 0u) << f;
+    ours.push_back(f);
   }
-  EXPECT_GE(files, 2);
+  EXPECT_EQ(ours.size(), 2u);
   {
     JudgeConfig timed = cfg;  // timing on: reused within this judge only, never written or read across
     timed.timing = true;
@@ -191,8 +204,7 @@ TEST(Judge, ReusesVerdictsOfIdenticalCandidates) {
     EXPECT_TRUE(b[0].reused);
     EXPECT_EQ(b[0].runtime_ms, a[0].runtime_ms);
   }
-  for (const auto& e : std::filesystem::recursive_directory_iterator(cfg.cache_root + "/verdicts"))
-    if (e.is_regular_file()) chmod(e.path().c_str(), 0664);
+  for (const auto& f : ours) chmod(f.c_str(), 0664);
   {
     Judge judge(cfg);
     auto v = judge.judge({code_job(relu, wrong)});
@@ -200,6 +212,7 @@ TEST(Judge, ReusesVerdictsOfIdenticalCandidates) {
     EXPECT_EQ(v[0].failure, Failure::kWrongValue);
     EXPECT_GT(v[0].exec_s, 0);
   }
+  for (const auto& f : ours) std::remove(f.c_str());  // one pair per run would pile up in the test cache
   JudgeConfig off = cfg;
   off.reuse_verdicts = "off";
   Judge judge(off);
