@@ -91,15 +91,9 @@ bool read_kept_error(const std::string& file, std::string& text) {
   return true;
 }
 
-// Kept only when the compiler rejected the sources: a diagnostic, and no sign of a machine limit (a
-// killed compiler, memory, processes, disk) that a later try on a quieter machine may not meet.
+// Kept only when the compiler rejected the sources: a diagnostic, and no sign of a machine limit.
 bool compiler_rejected(const std::string& text) {
-  if (text.find("error:") == std::string::npos) return false;
-  for (const char* transient : {"internal compiler error", "Killed", "signal", "virtual memory exhausted",
-                                "Cannot allocate memory", "out of memory", "Resource temporarily unavailable",
-                                "No space left on device", "Too many open files", "Disk quota"})
-    if (text.find(transient) != std::string::npos) return false;
-  return true;
+  return text.find("error:") != std::string::npos && !shows_machine_limit(text);
 }
 
 void keep_error(const std::string& file, const std::string& text, int index) {
@@ -262,6 +256,14 @@ std::string key_of_canonical(const CompileSettings& s, const nlohmann::json& can
 
 std::string extension_key(const CompileSettings& s, const nlohmann::json& request) {
   return key_of_canonical(s, canonical_request(request));
+}
+
+bool shows_machine_limit(const std::string& text) {
+  for (const char* limit : {"internal compiler error", "Killed", "signal", "virtual memory exhausted",
+                            "Cannot allocate memory", "out of memory", "Resource temporarily unavailable",
+                            "No space left on device", "Too many open files", "Disk quota"})
+    if (text.find(limit) != std::string::npos) return true;
+  return false;
 }
 
 CompilePool::CompilePool(CompileSettings s) : s_(std::move(s)) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dice/judge/compile_pool.h"
 #include "dice/util/error.h"
 #include "dice/util/fs.h"
 #include "dice/util/hash.h"
@@ -58,7 +59,7 @@ std::string VerdictMemo::key(const Task& task, const std::string& code) const {
 }
 
 bool VerdictMemo::keepable(const Verdict& v) {
-  if (v.reused) return false;
+  if (v.reused || shows_machine_limit(v.log_tail)) return false;  // e.g. a compiler or a device out of memory
   switch (v.failure) {
     case Failure::kNone:
     case Failure::kCompileError:
@@ -70,9 +71,8 @@ bool VerdictMemo::keepable(const Verdict& v) {
     case Failure::kNoOwnKernel:
     case Failure::kLeftoverProcess:
     case Failure::kTimingTampered:
+    case Failure::kRuntimeError:
       return true;
-    case Failure::kRuntimeError:  // but not a device that ran out of memory (another process may hold it)
-      return v.log_tail.find("out of memory") == std::string::npos;
     default:
       return false;
   }

@@ -255,6 +255,10 @@ TEST(VerdictMemo, KeepsOnlyWhatTheCodeDecides) {
   EXPECT_FALSE(VerdictMemo::keepable(oom));
   oom.log_tail = "IndexError: index 4 is out of bounds";
   EXPECT_TRUE(VerdictMemo::keepable(oom));
+  Verdict killed;  // a compiler the machine killed: not the code's doing
+  killed.failure = Failure::kCompileError;
+  killed.log_tail = "main.cpp:3: error: ...\nc++: fatal error: Killed signal terminated program cc1plus";
+  EXPECT_FALSE(VerdictMemo::keepable(killed));
   oom.reused = true;
   EXPECT_FALSE(VerdictMemo::keepable(oom));
   VerdictMemo memory_only("identity 1", "");

@@ -83,6 +83,10 @@ std::string extension_key(const CompileSettings& s, const nlohmann::json& reques
 // line) is returned as it is.
 std::string source_for_key(const std::string& src);
 
+// Whether a compiler's or a process's output shows a machine limit (a killed process, memory,
+// processes, disk, an internal compiler error) that a later try on a quieter machine may not meet.
+bool shows_machine_limit(const std::string& text);
+
 class CompilePool {
  public:
   explicit CompilePool(CompileSettings s);

@@ -9,7 +9,8 @@
 // entries. Only verdicts the same code gets again are kept: correct, and the failures that the code
 // itself decides (compile error, load / runtime error, wrong shape or values, inputs changed,
 // nondeterministic, no own kernel, a process left behind, tampered timing) -- never a timeout, a
-// crash, a resource limit, a sandbox violation or a judge error, which a machine's state can cause.
+// crash, a resource limit, a sandbox violation or a judge error, which a machine's state can cause,
+// nor one whose log shows a machine limit (shows_machine_limit: a killed compiler, memory, disk).
 #include <mutex>
 #include <optional>
 #include <string>
