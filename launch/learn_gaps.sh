@@ -9,7 +9,8 @@
 #   (where configs/learn/<DICE_LEARN>_eval_e2e.yaml exists, 2 and 4 also end to end -> eval_*_e2e)
 #   5. dice eval report: the two side by side                                     -> compare
 # DICE_LEARN=gaps_cuda runs the same on the built-in CUDA gap tasks with the CUDA judge and a 181 M
-# model (configs/learn/gaps_cuda_*.yaml, configs/models/small-180m.yaml; the GPU node).
+# model (configs/learn/gaps_cuda_*.yaml, configs/models/small-180m.yaml; the GPU node);
+# DICE_LEARN=gaps_cuda_e2e the end-to-end stage alone (SFT, evals and RL on whole files).
 # Each step resumes: a rerun reuses what is complete. Environment: DICE_RUN_DIR (runs/<DICE_LEARN>),
 # DICE_BUILD_DIR (build), DICE_SFT_NP (1 rank), DICE_NP (1 rank: learner and actor colocated;
 # 3 or more: 1 learner + actors),
@@ -22,8 +23,9 @@ learn=${DICE_LEARN:-gaps}
 case $learn in
   gaps) model_cfg=configs/models/tiny.yaml; default_run=$here/runs/learn_gaps ;;
   gaps_cuda) model_cfg=configs/models/small-180m.yaml; default_run=$here/runs/learn_gaps_cuda ;;
+  gaps_cuda_e2e) model_cfg=configs/models/small-180m.yaml; default_run=$here/runs/learn_gaps_cuda_e2e ;;
   quick) model_cfg=configs/models/tiny.yaml; default_run=$here/runs/quickstart ;;
-  *) echo "learn_gaps: DICE_LEARN must be gaps, gaps_cuda or quick, got '$learn'" >&2; exit 2 ;;
+  *) echo "learn_gaps: DICE_LEARN must be gaps, gaps_cuda, gaps_cuda_e2e or quick, got '$learn'" >&2; exit 2 ;;
 esac
 run=${DICE_RUN_DIR:-$default_run}
 dice=${DICE_BIN:-$build/src/app/dice}
@@ -48,7 +50,7 @@ stamp() { echo "learn_gaps: $1 ($(( $(date +%s) - t0 )) s)"; }
 # process): the evals and RL still judge every sample; they find these builds made.
 tasks=$(sed -n 's/^ *path: *//p' configs/learn/${learn}_sft.yaml | head -1)
 prejudge=
-if [[ $learn != gaps_cuda && ! -s $run/prejudge.jsonl ]]; then
+if [[ $learn != gaps_cuda* && ! -s $run/prejudge.jsonl ]]; then
   python3 tools/gap_candidates.py "$tasks" solution,twin > "$run/prejudge_candidates.jsonl"
   "$dice" judge --tasks "$tasks" --candidates "$run/prejudge_candidates.jsonl" --out "$run/prejudge.part" --overwrite \
     --set device=cpu --set "cache_root=$run/judge_cache" > "$run/prejudge.log" 2>&1 &
