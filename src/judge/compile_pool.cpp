@@ -76,20 +76,6 @@ bool trusted_entry(const std::string& dir) {
   return lstat(meta.c_str(), &m) == 0 && S_ISREG(m.st_mode) && m.st_uid == geteuid();
 }
 
-// <cache_root>/<key>.error: the compiler's answer to sources that did not compile, kept by this
-// process's user (a regular file, not writable by others). The same sources with the same toolchain
-// and flags fail the same way, so a later judge on this cache answers from it without compiling.
-bool read_kept_error(const std::string& file, std::string& text) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
-  const bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-                    !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size <= (1 << 20);
-  ::close(fd);
-  if (!ours) return false;
-  text = fs::read_file(file);
-  return true;
-}
 
 // Kept only when the compiler rejected the sources: a diagnostic, and no sign of a machine limit.
 bool compiler_rejected(const std::string& text) {
@@ -256,6 +242,23 @@ std::string key_of_canonical(const CompileSettings& s, const nlohmann::json& can
 
 std::string extension_key(const CompileSettings& s, const nlohmann::json& request) {
   return key_of_canonical(s, canonical_request(request));
+}
+
+bool read_kept_file(const std::string& file, std::string& text) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  const bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+                    !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size <= (1 << 20);
+  if (ours) {  // from the descriptor that was checked, not from the path again
+    text.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    for (ssize_t n; got < text.size() && (n = ::read(fd, text.data() + got, text.size() - got)) > 0;)
+      got += static_cast<size_t>(n);
+    text.resize(got);
+  }
+  ::close(fd);
+  return ours;
 }
 
 bool shows_machine_limit(const std::string& text) {
@@ -606,7 +609,10 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
   }
   if (trusted_entry(final_dir)) return b;  // cache_hit
   const std::string error_file = final_dir + ".error";
-  if (read_kept_error(error_file, b.log)) {
+  // <cache_root>/<key>.error: the compiler's answer to sources that did not compile, kept by this
+  // process's user (read_kept_file). The same sources with the same toolchain and flags fail the same
+  // way, so a later judge on this cache answers from it without compiling.
+  if (read_kept_file(error_file, b.log)) {
     b.failure = Failure::kCompileError;
     return b;  // cache_hit: these sources did not compile before
   }

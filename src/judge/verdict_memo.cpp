@@ -1,11 +1,9 @@
 // VerdictMemo (verdict_memo.h): verdicts of identical candidates, in memory and under a directory.
 #include "dice/judge/verdict_memo.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -20,32 +18,6 @@
 #include "dice/util/log.h"
 
 namespace dice::judge {
-
-namespace {
-
-// The file's text when it is a regular file of this user that no one else may write (else "").
-std::string read_own_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return "";
-  struct stat st;
-  const bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-                    !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size > 0 && st.st_size <= (1 << 20);
-  std::string text;
-  if (ours) {
-    text.resize(static_cast<size_t>(st.st_size));
-    size_t got = 0;
-    while (got < text.size()) {
-      ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    text.resize(got);
-  }
-  ::close(fd);
-  return text;
-}
-
-}  // namespace
 
 VerdictMemo::VerdictMemo(std::string identity, std::string dir) : identity_(std::move(identity)), dir_(std::move(dir)) {}
 
@@ -85,8 +57,8 @@ std::optional<Verdict> VerdictMemo::find(const std::string& key, const std::stri
     if (it != kept_.end()) return it->second.task_id == task_id ? std::optional<Verdict>(it->second) : std::nullopt;
   }
   if (dir_.empty()) return std::nullopt;
-  const std::string text = read_own_file(str(dir_, "/", key.substr(0, 2), "/", key, ".json"));
-  if (text.empty()) return std::nullopt;
+  std::string text;
+  if (!read_kept_file(str(dir_, "/", key.substr(0, 2), "/", key, ".json"), text)) return std::nullopt;
   auto j = nlohmann::json::parse(text, nullptr, false);
   Verdict v;
   try {

@@ -83,6 +83,10 @@ std::string extension_key(const CompileSettings& s, const nlohmann::json& reques
 // line) is returned as it is.
 std::string source_for_key(const std::string& src);
 
+// A file this user keeps in the judge's cache: a regular file (not a link) of this user that no one
+// else may write, at most 1 MiB; false (text untouched) for anything else.
+bool read_kept_file(const std::string& file, std::string& text);
+
 // Whether a compiler's or a process's output shows a machine limit (a killed process, memory,
 // processes, disk, an internal compiler error) that a later try on a quieter machine may not meet.
 bool shows_machine_limit(const std::string& text);

@@ -245,17 +245,11 @@ def install(settings, request_build=None):
 # ---------------------------------------------------------------------------------------------
 # Precompiled header (trusted: run by the judge, not by candidates)
 
-def _owned_and_private(path):
+def _owned_and_private(path, root_too=False):
+    """Ours (or, with root_too, root's), not a link, and no one else may write it."""
     st = os.lstat(path)
-    return st.st_uid == os.geteuid() and not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) \
-        and not stat.S_ISLNK(st.st_mode)
-
-
-def _trusted_by_us(path):
-    """Ours or root's, not a link, and no one else may write it."""
-    st = os.lstat(path)
-    return st.st_uid in (os.geteuid(), 0) and not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) \
-        and not stat.S_ISLNK(st.st_mode)
+    return st.st_uid in ((os.geteuid(), 0) if root_too else (os.geteuid(),)) \
+        and not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)) and not stat.S_ISLNK(st.st_mode)
 
 
 def _ninja_vars(bdir):
@@ -302,7 +296,7 @@ def make_pch(cache_root, toolchain, cuda):
     ok = os.path.join(d, "ok")
     # Finished by this user, or by root (an administrator's shared pch_root, read-only to users):
     # used as it is, without the lock (ok is renamed into place last, so a finished one stays whole).
-    if all(os.path.lexists(p) and _trusted_by_us(p) for p in (d, ok)):
+    if all(os.path.lexists(p) and _owned_and_private(p, root_too=True) for p in (d, ok)):
         return open(ok).read().strip()
     try:
         lock_fd = os.open(d + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
