@@ -50,7 +50,7 @@ std::string docs_markdown() {
   return out;
 }
 
-void setup(CLI::App& cmd) {
+void setup_config(CLI::App& cmd) {
   cmd.require_subcommand(1);
   auto show = cmd.add_subcommand("show", "every key of a command's config: type, default and what it does");
   auto which = std::make_shared<std::string>();
@@ -67,6 +67,6 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_SUBCOMMAND("config", "what each command's config accepts: keys, defaults, help (config show train)", setup);
+DICE_SUBCOMMAND("config", "what each command's config accepts: keys, defaults, help (config show train)", setup_config);
 
 }  // namespace dice::app

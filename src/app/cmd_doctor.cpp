@@ -70,7 +70,7 @@ void run(const DoctorArgs& a) {
                        : std::string(". No sandbox variant fixes it: check the Python and its torch outside dice"));
 }
 
-void setup(CLI::App& cmd) {
+void setup_doctor(CLI::App& cmd) {
   auto a = std::make_shared<DoctorArgs>();
   a->config.add_to(cmd);
   cmd.add_flag("--all", a->all, "probe every variant even when the configured sandbox works");
@@ -79,6 +79,6 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_SUBCOMMAND("doctor", "check that the judge's sandbox (and CUDA inside it) works on this machine", setup);
+DICE_SUBCOMMAND("doctor", "check that the judge's sandbox (and CUDA inside it) works on this machine", setup_doctor);
 
 }  // namespace dice::app

@@ -163,7 +163,7 @@ void run(const JudgeArgs& a) {
   log::info("judge: verdicts written to ", a.out);
 }
 
-void setup(CLI::App& cmd) {
+void setup_judge(CLI::App& cmd) {
   auto a = std::make_shared<JudgeArgs>();
   a->config.add_to(cmd);
   cmd.add_option("--tasks", a->tasks, "task set (JSONL)")->required()->check(CLI::ExistingFile);
@@ -177,6 +177,6 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_SUBCOMMAND("judge", "evaluate candidate kernels against their tasks and write verdicts", setup);
+DICE_SUBCOMMAND("judge", "evaluate candidate kernels against their tasks and write verdicts", setup_judge);
 
 }  // namespace dice::app

@@ -191,7 +191,7 @@ void run(const SampleArgs& a) {
             " s (", s.tokens_per_s(), " tok/s, ", s.forwards, " forwards, prefill ", s.prefill_s, " s)");
 }
 
-void setup(CLI::App& cmd) {
+void setup_sample(CLI::App& cmd) {
   auto a = std::make_shared<SampleArgs>();
   a->config.add_to(cmd);
   cmd.add_option("--model", a->model, "HF model folder or dice checkpoint directory")->required();
@@ -210,6 +210,6 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_SUBCOMMAND("sample", "generate responses (with step maps) from a model folder or checkpoint", setup);
+DICE_SUBCOMMAND("sample", "generate responses (with step maps) from a model folder or checkpoint", setup_sample);
 
 }  // namespace dice::app

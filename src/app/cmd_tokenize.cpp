@@ -59,7 +59,7 @@ void run(const TokenizeArgs& a) {
   std::fprintf(stderr, "%zu tokens, %zu bytes\n", ids.size(), input.size());
 }
 
-void setup(CLI::App& cmd) {
+void setup_tokenize(CLI::App& cmd) {
   auto a = std::make_shared<TokenizeArgs>();
   cmd.add_option("--tokenizer", a->tokenizer_dir, "Hugging Face model folder with tokenizer.json")->capture_default_str();
   cmd.add_option("text", a->text, "text to encode, or ids to decode (default: stdin)");
@@ -73,6 +73,6 @@ void setup(CLI::App& cmd) {
 
 }  // namespace
 
-DICE_SUBCOMMAND("tokenize", "encode text to token ids (or --decode ids) with a model's tokenizer", setup);
+DICE_SUBCOMMAND("tokenize", "encode text to token ids (or --decode ids) with a model's tokenizer", setup_tokenize);
 
 }  // namespace dice::app

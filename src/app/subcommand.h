@@ -46,4 +46,4 @@ void add_plot_subcommand(CLI::App& cmd);
 #define DICE_SUBCOMMAND_CAT2(a, b) a##b
 #define DICE_SUBCOMMAND_CAT(a, b) DICE_SUBCOMMAND_CAT2(a, b)
 #define DICE_SUBCOMMAND(name, description, setup) \
-  static ::dice::app::Registrar DICE_SUBCOMMAND_CAT(dice_registrar_, __LINE__)(name, description, setup)
+  static ::dice::app::Registrar DICE_SUBCOMMAND_CAT(dice_registrar_, __COUNTER__)(name, description, setup)

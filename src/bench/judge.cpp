@@ -322,7 +322,7 @@ void run(const BenchJudgeArgs& a) {
   if (!a.out.empty()) fs::write_file(a.out, report.dump(2) + "\n");
 }
 
-void setup(CLI::App& cmd) {
+void setup_judge(CLI::App& cmd) {
   auto a = std::make_shared<BenchJudgeArgs>();
   cmd.add_option("-c,--config", a->config_path, "YAML config file")->check(CLI::ExistingFile);
   cmd.add_option("--set", a->sets, "override a config key: --set a.b=value (repeatable)")->take_all();
@@ -344,7 +344,7 @@ void setup(CLI::App& cmd) {
 BenchSuite judge_suite() {
   return {"judge",
           "judge throughput vs a KernelBench-style one-by-one evaluation (same candidates)",
-          setup};
+          setup_judge};
 }
 
 }  // namespace dice::bench

@@ -64,6 +64,11 @@
 #include "dice/util/torch_compat.h"
 
 namespace dice::bench {
+
+c10::Device bench_device() {
+  return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+}
+
 namespace {
 
 struct LearnerBenchArgs {
@@ -89,8 +94,6 @@ struct LearnerBenchArgs {
   int64_t layers = 0;  // > 0: every shape cut to its first `layers` layers (kernel profiles; no peer)
   double peak_flops = 790e12;
 };
-
-torch::Device bench_device() { return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
 
 void sync(torch::Device dev) {
   if (dev.is_cuda()) torch::cuda::synchronize();
@@ -122,20 +125,6 @@ void reset_peak(torch::Device dev) {
   if (dev.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(dev.index() < 0 ? 0 : dev.index());
 #endif
   (void)dev;
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::string cur;
-  for (char ch : s + ",") {
-    if (ch == ',') {
-      if (!cur.empty()) v.push_back(cur);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  return v;
 }
 
 // ---- synthetic rollouts ----------------------------------------------------------------------
@@ -730,7 +719,7 @@ void run_grad_check(const LearnerBenchArgs& a) {
   DICE_REQUIRE(ok, "bench learner --grad-check: a comparison is outside its bound (see above).");
 }
 
-void setup(CLI::App& cmd) {
+void setup_learner(CLI::App& cmd) {
   auto a = std::make_shared<LearnerBenchArgs>();
   auto shapes = std::make_shared<std::string>("sdar-1.7b,sdar-4b");
   auto strategies = std::make_shared<std::string>("static,dynamic");
@@ -760,9 +749,9 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--layers", a->layers, "cut every shape to its first N layers (e.g. under ncu; needs --no-peer)");
   cmd.add_option("--peak-flops", a->peak_flops, "bf16 matmul peak for MFU (FLOP/s)");
   cmd.callback([a, shapes, strategies, paths] {
-    a->shapes = split(*shapes);
-    a->strategies = split(*strategies);
-    a->paths = split(*paths);
+    a->shapes = split_list(*shapes);
+    a->strategies = split_list(*strategies);
+    a->paths = split_list(*paths);
     for (const auto& s : a->strategies)
       DICE_REQUIRE(s == "static" || s == "dynamic", "bench learner: unknown strategy '", s, "' (static, dynamic).");
     for (const auto& p : a->paths)
@@ -782,7 +771,7 @@ void setup(CLI::App& cmd) {
 BenchSuite learner_suite() {
   return {"learner",
           "TraceRL update step: row tokens/s, MFU and time per part vs a transformers peer",
-          setup};
+          setup_learner};
 }
 
 }  // namespace dice::bench

@@ -20,6 +20,20 @@ std::string run_capture(const std::string& cmd, const std::string& who) {
   return out;
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> v;
+  std::string cur;
+  for (char ch : s + ",") {
+    if (ch == ',') {
+      if (!cur.empty()) v.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  return v;
+}
+
 nlohmann::json last_json_line(const std::string& out, const std::string& who) {
   std::istringstream is(out);
   std::string line, last;

@@ -61,8 +61,6 @@ struct SampleBenchArgs {
   double peak_flops = 790e12;
 };
 
-torch::Device bench_device() { return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
-
 // A model of the shape with N(0, 0.02^2) matrices (norms 1), made on the device (fast at GPU sizes).
 model::Transformer random_model(const std::string& shape, torch::Dtype dtype, torch::Device dev, uint64_t seed,
                                 bool round_to_bf16) {
@@ -418,20 +416,6 @@ void run_greedy_check(const SampleBenchArgs& a) {
   DICE_REQUIRE(all_equal, "dice's greedy tokens differ from the peer's (see above).");
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::string cur;
-  for (char ch : s + ",") {
-    if (ch == ',') {
-      if (!cur.empty()) v.push_back(cur);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  return v;
-}
-
 // ---- --op-profile: operators per decode step, from the dispatcher ----------------------------
 // Counts the innermost compute operators (views, allocations and dtype-dispatch wrappers left out),
 // so on a GPU each counted operator is about one kernel. Two runs that differ only in length are
@@ -527,7 +511,7 @@ void run_op_profile(const SampleBenchArgs& a) {
   at::removeCallback(handle);
 }
 
-void setup(CLI::App& cmd) {
+void setup_sample(CLI::App& cmd) {
   auto a = std::make_shared<SampleBenchArgs>();
   auto shapes = std::make_shared<std::string>("sdar-1.7b,sdar-4b");
   auto batches = std::make_shared<std::string>("1,32,128");
@@ -557,10 +541,10 @@ void setup(CLI::App& cmd) {
   cmd.add_flag("--no-decode-kernel", a->no_decode_kernel, "fused: block-decode attention by SDPA, not our kernel");
   cmd.add_flag("--op-profile", a->op_profile, "count the operators (about: kernels) of one decode step per shape");
   cmd.callback([a, shapes, batches, strategies] {
-    a->shapes = split(*shapes);
-    a->strategies = split(*strategies);
+    a->shapes = split_list(*shapes);
+    a->strategies = split_list(*strategies);
     a->batches.clear();
-    for (const auto& b : split(*batches)) a->batches.push_back(std::stoll(b));
+    for (const auto& b : split_list(*batches)) a->batches.push_back(std::stoll(b));
     if (a->no_cudnn_sdpa) {
 #if DICE_TORCH_AT_LEAST(2, 6)
       at::globalContext().setSDPUseCuDNN(false);
@@ -580,7 +564,7 @@ void setup(CLI::App& cmd) {
 BenchSuite sample_suite() {
   return {"sample",
           "block-diffusion sampler tokens/s vs a PyTorch SDAR loop and the roofline",
-          setup};
+          setup_sample};
 }
 
 }  // namespace dice::bench

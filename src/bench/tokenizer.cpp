@@ -115,7 +115,7 @@ void run_bench(const TokenizerBenchArgs& a) {
               node.cpu_s / enc.cpu_s);
 }
 
-void setup(CLI::App& cmd) {
+void setup_tokenizer(CLI::App& cmd) {
   auto a = std::make_shared<TokenizerBenchArgs>();
   cmd.add_option("--file", a->file, "text to encode (default: the tokenizer test corpus)")->check(CLI::ExistingFile);
   cmd.add_option("--tokenizer", a->tokenizer_dir, "Hugging Face model folder with tokenizer.json")->capture_default_str();
@@ -132,7 +132,7 @@ void setup(CLI::App& cmd) {
 BenchSuite tokenizer_suite() {
   return {"tokenizer",
           "tokenizer encode/decode MB/s, vs @lenml/tokenizers under node",
-          setup};
+          setup_tokenizer};
 }
 
 }  // namespace dice::bench

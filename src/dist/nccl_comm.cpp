@@ -39,7 +39,7 @@ std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
 }
 
 // Datatypes NCCL reduces natively (bf16 and fp16 too); -1 for the others.
-int reduce_type(torch::ScalarType t) {
+int nccl_reduce_type(torch::ScalarType t) {
   switch (t) {
     case torch::kFloat32: return ncclFloat32;
     case torch::kFloat64: return ncclFloat64;
@@ -291,7 +291,7 @@ class NcclComm final : public Comm {
   }
 
   ncclDataType_t reduction_type(const torch::Tensor& t, const char* op) const {
-    const int type = reduce_type(t.scalar_type());
+    const int type = nccl_reduce_type(t.scalar_type());
     DICE_REQUIRE(type >= 0, "Comm '", id_.name, "': ", op, " does not support dtype ", t.scalar_type(),
                  " (supported: float32, float64, bfloat16, float16, int64, int32, uint8)");
     return static_cast<ncclDataType_t>(type);

@@ -80,7 +80,7 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
   for (const bool fast : {true, false}) {
     CompileSettings s = settings(scratch);
     s.precompiled_header = true;  // kept in the test cache across runs
-    // the suite's one PCH where tools/test.sh names it (judge_cli_pch builds one from nothing)
+    // the suite's one PCH where tools/test.sh names it (judge_cli_shared_pch builds it from nothing)
     if (const char* shared = std::getenv("DICE_PCH_ROOT"); shared && *shared) s.pch_root = shared;
     s.fast_build = fast;
     // a fresh key every run (a macro: comments are not in the key), so this build is cold and must go

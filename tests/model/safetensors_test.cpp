@@ -39,7 +39,7 @@ void expect_same(const NamedTensors& a, const NamedTensors& b) {
   }
 }
 
-std::string error_of(const std::string& path) {
+std::string load_error_of(const std::string& path) {
   try {
     load_safetensors(path);
   } catch (const Error& e) {
@@ -84,7 +84,7 @@ TEST(Safetensors, HfDirSingleAndSharded) {
   std::snprintf(first, sizeof(first), "/model-00001-of-%05d.safetensors", shards);
   ASSERT_TRUE(fs::exists(sharded + first));
   std::filesystem::remove(sharded + first);
-  EXPECT_NE(error_of(sharded).find("missing"), std::string::npos) << error_of(sharded);
+  EXPECT_NE(load_error_of(sharded).find("missing"), std::string::npos) << load_error_of(sharded);
 }
 
 TEST(Safetensors, LargeTensorIsMappedNotCorrupted) {
@@ -106,44 +106,44 @@ TEST(Safetensors, RejectsBadFiles) {
   const std::string f = dir + "/bad.safetensors";
 
   fs::write_file(f, "abc");
-  EXPECT_NE(error_of(f).find("truncated"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("truncated"), std::string::npos) << load_error_of(f);
 
   write_raw(f, "{not json", "");
-  EXPECT_NE(error_of(f).find("not valid JSON"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("not valid JSON"), std::string::npos) << load_error_of(f);
 
   write_raw(f, R"({"x":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", "ab");
-  EXPECT_NE(error_of(f).find("Q4"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("Q4"), std::string::npos) << load_error_of(f);
 
   write_raw(f, R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "abcd");
-  EXPECT_NE(error_of(f).find("does not match"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("does not match"), std::string::npos) << load_error_of(f);
 
   write_raw(f, R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "abcd");
-  EXPECT_NE(error_of(f).find("truncated"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("truncated"), std::string::npos) << load_error_of(f);
 
   write_raw(f, R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
             "abcdefgh");
-  EXPECT_NE(error_of(f).find("overlap"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("overlap"), std::string::npos) << load_error_of(f);
 
   write_raw(f, R"({"x":{"dtype":"F32","shape":[1]}})", "abcd");
-  EXPECT_NE(error_of(f).find("data_offsets"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("data_offsets"), std::string::npos) << load_error_of(f);
 
   // Header length beyond the file.
   std::string bytes(8, '\0');
   bytes[0] = static_cast<char>(200);
   fs::write_file(f, bytes + "{}");
-  EXPECT_NE(error_of(f).find("truncated"), std::string::npos) << error_of(f);
+  EXPECT_NE(load_error_of(f).find("truncated"), std::string::npos) << load_error_of(f);
 
   // A good file cut short.
   save_safetensors(f, sample_tensors());
   auto full = fs::read_file(f);
   fs::write_file(f, full.substr(0, full.size() - 5));
-  auto e = error_of(f);
+  auto e = load_error_of(f);
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
   EXPECT_NE(e.find(f), std::string::npos) << e;
 
-  EXPECT_NE(error_of(dir + "/nope.safetensors").find("does not exist"), std::string::npos);
+  EXPECT_NE(load_error_of(dir + "/nope.safetensors").find("does not exist"), std::string::npos);
   auto empty_dir = fs::make_temp_dir("dice-st-empty");
-  EXPECT_NE(error_of(empty_dir).find("No model.safetensors"), std::string::npos);
+  EXPECT_NE(load_error_of(empty_dir).find("No model.safetensors"), std::string::npos);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ Trajectory from_record(const rollout::SampleRecord& r) {
   return {r.prompt_ids, r.response_ids, r.step_map, r.tail_ids, r.tail_steps, 1.0};
 }
 
-std::vector<rollout::SampleRecord> sample(model::Transformer& m, const std::string& strategy, double threshold,
+std::vector<rollout::SampleRecord> sample_traced(model::Transformer& m, const std::string& strategy, double threshold,
                                           int64_t steps = 4, double temperature = 1.0) {
   rollout::SamplerConfig sc;
   sc.strategy = strategy;
@@ -56,7 +56,7 @@ class LogprobMatch : public ::testing::TestWithParam<std::tuple<std::string, dou
 TEST_P(LogprobMatch, LearnerEqualsSamplerForEveryToken) {
   auto m = model::testing::tiny_model(3);
   const double T = std::get<3>(GetParam());
-  auto recs = sample(m, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()), T);
+  auto recs = sample_traced(m, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()), T);
   TraceOptions o;
   o.mask_token_id = m->config().mask_token_id;
   ScoreOptions plain = plain_scoring(), fast, untempered = plain_scoring();
@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, LogprobMatch,
 // Packed and reference rows: the same per-token log-probs and the same gradients.
 TEST(TraceRows, PackedEqualsReference) {
   auto m = model::testing::tiny_model(5);
-  auto recs = sample(m, "static", 0.9, 2);  // two rounds per block, two targets per round
+  auto recs = sample_traced(m, "static", 0.9, 2);  // two rounds per block, two targets per round
   TraceOptions packed, ref;
   packed.mask_token_id = ref.mask_token_id = m->config().mask_token_id;
   ref.layout = "reference";

@@ -14,12 +14,12 @@ using dice::text::Tokenizer;
 
 namespace {
 
-const std::string kQwen3 = std::string(DICE_DATA_DIR) + "/qwen3";
+const std::string kQwen3Dir = std::string(DICE_DATA_DIR) + "/qwen3";
 
 // A model folder holding Qwen3's tokenizer.json plus the given extra files.
 std::string model_dir(const std::vector<std::pair<std::string, std::string>>& files) {
   std::string dir = dice::fs::make_temp_dir("dice-text-model");
-  EXPECT_EQ(symlink((kQwen3 + "/tokenizer.json").c_str(), (dir + "/tokenizer.json").c_str()), 0);
+  EXPECT_EQ(symlink((kQwen3Dir + "/tokenizer.json").c_str(), (dir + "/tokenizer.json").c_str()), 0);
   for (auto& [name, text] : files) dice::fs::write_file(dir + "/" + name, text);
   return dir;
 }
@@ -52,7 +52,7 @@ nlohmann::json tiny_json() {
     vocab[s] = b;
   }
   vocab["ab"] = 256;
-  static const json pre = json::parse(dice::fs::read_file(kQwen3 + "/tokenizer.json"))["pre_tokenizer"];
+  static const json pre = json::parse(dice::fs::read_file(kQwen3Dir + "/tokenizer.json"))["pre_tokenizer"];
   return json{{"version", "1.0"},
               {"added_tokens", json::array({json{{"id", 257}, {"content", "<|endoftext|>"}, {"special", true}}})},
               {"normalizer", json{{"type", "NFC"}}},
@@ -64,7 +64,7 @@ nlohmann::json tiny_json() {
 }  // namespace
 
 TEST(TokenizerLoad, QwenFolderHasNoMask) {
-  Tokenizer t = Tokenizer::from_dir(kQwen3);
+  Tokenizer t = Tokenizer::from_dir(kQwen3Dir);
   EXPECT_FALSE(t.has_mask_token());
   std::string err = error_of([&] { t.mask_token_id(); });
   EXPECT_NE(err.find("mask token"), std::string::npos) << err;
@@ -156,7 +156,7 @@ TEST(TokenizerLoad, CheckCompatible) {
   EXPECT_NE(err.find("151000"), std::string::npos) << err;
   err = error_of([&] { dice::text::check_compatible(t, 151936, 151670); });
   EXPECT_NE(err.find("does not match the model"), std::string::npos) << err;
-  Tokenizer q = Tokenizer::from_dir(kQwen3);
+  Tokenizer q = Tokenizer::from_dir(kQwen3Dir);
   err = error_of([&] { dice::text::check_compatible(q, 151936, 151669); });
   EXPECT_NE(err.find("defines no mask token"), std::string::npos) << err;
   EXPECT_NO_THROW(dice::text::check_compatible(q, 151936, -1));

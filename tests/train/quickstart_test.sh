@@ -32,7 +32,20 @@ for d in ("eval_before", "eval_after"):
     assert len(rows) == 48 and all("verdict" in r for r in rows), d
 for f in ("rl/plots/reward.png", "rl/plots/eval.png", "compare/compare.md"):
     open("%s/%s" % (run, f), "rb").close()
+# what a run shows (issue 24): a time on every metrics record, log.txt with UTC stamps, the rollouts'
+# decoded text, extracted code and verdict beside the ids (the events file: tfevents_check.py below)
+assert all(r["time"] > 1.7e9 and r["elapsed_s"] >= 0 for r in recs), [(r.get("time"), r.get("elapsed_s")) for r in recs]
+assert [r["elapsed_s"] for r in recs] == sorted(r["elapsed_s"] for r in recs)
+log_txt = open(run + "/rl/log.txt").read()
+assert log_txt[:4].isdigit() and "step 8/8" in log_txt, log_txt[:300]
+rows = [json.loads(l) for l in open(run + "/rl/rollouts/step_000008.jsonl")]
+assert len(rows) == 48, len(rows)
+for x in rows:
+    assert isinstance(x["response"], str) and x["response_ids"] and "code" in x, sorted(x)
+    assert x["verdict"]["reward"] == x["reward"] and "failure" in x["verdict"], x["verdict"]
+assert any(x["verdict"]["failure"] == "none" for x in rows), "no correct rollout at step 8"
 print("quickstart: pass rate %.2f -> %.2f; in-training eval %s" %
       (before, after, [(r["step"], round(r["eval_pass_rate"], 3)) for r in evals]))
 PY
+"${DICE_PYTHON:-python3}" "$src/tests/train/tfevents_check.py" "$run/rl" reward_mean loss || { echo "FAIL: TensorBoard events of the RL run" >&2; exit 1; }
 echo "PASS: quickstart"

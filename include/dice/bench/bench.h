@@ -11,6 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace c10 {
+struct Device;
+}
+
 namespace dice::bench {
 
 struct BenchSuite {
@@ -26,6 +30,11 @@ BenchSuite judge_suite();
 BenchSuite learner_suite();
 BenchSuite sample_suite();
 BenchSuite tokenizer_suite();
+
+// CUDA where this build and machine have it, else the CPU (the device every suite measures on).
+c10::Device bench_device();
+// "a,b,,c" -> {a, b, c}: a comma-separated option's items.
+std::vector<std::string> split_list(const std::string& s);
 
 // Runs a peer's shell command, returns its stdout; throws a sentence naming `who` when it fails.
 std::string run_capture(const std::string& cmd, const std::string& who);
