@@ -21,7 +21,17 @@
 using namespace dice::judge;
 
 namespace {
-CompileSettings settings(const std::string& scratch) { return dice::judge::testing::compile_settings(scratch); }
+// The suite's one PCH where tools/test.sh names it (judge_cli_shared_pch builds it from nothing, a
+// fixture of this test): the pool's builds then go through the fast builder, as a judge's do by
+// default, in seconds instead of a parse of the torch headers each. Without it: no PCH.
+CompileSettings settings(const std::string& scratch) {
+  CompileSettings s = dice::judge::testing::compile_settings(scratch);
+  if (const char* shared = std::getenv("DICE_PCH_ROOT"); shared && *shared) {
+    s.precompiled_header = true;
+    s.pch_root = shared;
+  }
+  return s;
+}
 }  // namespace
 
 TEST(CompilePool, IdenticalCandidatesShareOneBuild) {
@@ -79,9 +89,7 @@ TEST(CompilePool, PrecompiledHeaderIsBuiltOnceAndGivesAWorkingExtension) {
   chmod(scratch.c_str(), 0755);
   for (const bool fast : {true, false}) {
     CompileSettings s = settings(scratch);
-    s.precompiled_header = true;  // kept in the test cache across runs
-    // the suite's one PCH where tools/test.sh names it (judge_cli_shared_pch builds it from nothing)
-    if (const char* shared = std::getenv("DICE_PCH_ROOT"); shared && *shared) s.pch_root = shared;
+    s.precompiled_header = true;  // the suite's (see settings), else one kept in the test cache across runs
     s.fast_build = fast;
     // a fresh key every run (a macro: comments are not in the key), so this build is cold and must go
     // through the PCH
