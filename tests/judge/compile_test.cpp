@@ -21,9 +21,11 @@
 using namespace dice::judge;
 
 namespace {
-// The suite's one PCH where tools/test.sh names it (judge_cli_shared_pch builds it from nothing, a
-// fixture of this test): the pool's builds then go through the fast builder, as a judge's do by
-// default, in seconds instead of a parse of the torch headers each. Without it: no PCH.
+// The suite's PCH root where tools/test.sh names it (a fixture: judge_cli_shared_pch finishes the
+// judge's PCH there first): the pool's builds go through the fast builder, as a judge's do by
+// default. The PCH key includes the toolchain, and these pools name theirs "compile_test", not a
+// judge's probed identity, so in a fresh root they still build a PCH of their own beside the
+// judge's (to do: take the judge's identity). Without the root: no PCH.
 CompileSettings settings(const std::string& scratch) {
   CompileSettings s = dice::judge::testing::compile_settings(scratch);
   if (const char* shared = std::getenv("DICE_PCH_ROOT"); shared && *shared) {
