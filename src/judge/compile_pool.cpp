@@ -27,8 +27,6 @@
 namespace dice::judge {
 
 namespace {
-std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
-
 // The normalised load_inline arguments (ext.normalize) with every field checked and nothing else
 // kept: the bytes the key is computed from and the builder is given. Throws dice::Error when the
 // request is not of that shape.
@@ -503,7 +501,7 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
     } else {
       r.failure = b.failure;
       r.log_tail = b.log;
-      reply = {{"status", failure_name(b.failure)}, {"log", tail(b.log, 8000)}};
+      reply = {{"status", failure_name(b.failure)}, {"log", proc::tail(b.log, 8000)}};
     }
     p.write_stdin(reply.dump() + "\n");
   }
@@ -522,8 +520,8 @@ CompileResult CompilePool::compile_one(const std::string& path, int index) {
     r.log_tail = r.failure == Failure::kTimeout ? str("candidate module code exceeded ", s_.timeout_s, " s")
                                                 : "compile step died: " + st.describe();
   }
-  std::string err = tail(p.stderr_tail(), 1500);
-  if (r.failure != Failure::kNone && !err.empty()) r.log_tail = tail(r.log_tail, 2500) + "\n[stderr]\n" + err;
+  std::string err = proc::tail(p.stderr_tail(), 1500);
+  if (r.failure != Failure::kNone && !err.empty()) r.log_tail = proc::tail(r.log_tail, 2500) + "\n[stderr]\n" + err;
   r.seconds = t.elapsed_s();
   if (s_.phases) {
     s_.phases->add("compile: builds (waited for)", build_wait_s);
@@ -647,7 +645,7 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
     if (p.read_result_line(line, std::max(0.1, deadline - now_s()))) res = nlohmann::json::parse(line, nullptr, false);
     auto st = p.wait(std::max(1.0, deadline - now_s()));
     if (!res.is_object()) {
-      std::string err = tail(p.stderr_tail(), 1500);
+      std::string err = proc::tail(p.stderr_tail(), 1500);
       b.failure = ended_without_result(st, now_s() >= deadline, Failure::kCompileTimeout, Failure::kCompileError);
       b.log = b.failure == Failure::kCompileTimeout ? str("build exceeded ", s_.timeout_s, " s")
                                                     : "the builder died: " + st.describe() + (err.empty() ? "" : "\n[stderr]\n" + err);
@@ -661,7 +659,7 @@ CompilePool::BuildReply CompilePool::build_and_publish(const std::string& key, c
     res = run_builder({s_.harness_dir + "/fastbuild.py"});
     if (res.is_object() && res.value("status", "") == "fallback") {
       log::info("judge: the fast builder handed ", key.substr(0, 12), " to the plain build: ",
-                 tail(res.value("log", ""), 300));
+                 proc::tail(res.value("log", ""), 300));
       ++fallbacks_;
       res = nlohmann::json();
     } else if (!res.is_object() && b.failure != Failure::kCompileTimeout) {

@@ -27,8 +27,6 @@ namespace dice::judge {
 
 namespace {
 
-std::string tail_chars(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
-
 std::string read_small_file(const std::string& path) {
   std::ifstream f(path);
   std::stringstream ss;
@@ -156,7 +154,7 @@ bool ask(proc::Subprocess& p, const nlohmann::json& req, double timeout_s, nlohm
   std::string line;
   if (!p.write_stdin(req.dump() + "\n") || !p.read_result_line(line, timeout_s)) return false;
   reply = nlohmann::json::parse(line, nullptr, false);
-  if (!reply.is_object()) reply = nlohmann::json{{"event", "garbled"}, {"line", tail_chars(line, 300)}};
+  if (!reply.is_object()) reply = nlohmann::json{{"event", "garbled"}, {"line", proc::tail(line, 300)}};
   return true;
 }
 
@@ -290,8 +288,8 @@ class Executor::Candidate {
     bool ok = read_start_line(*proc_, timeout_s, line, err);
     auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
     if (!ok || !j.is_object() || j.value("event", "") != "ready") {
-      if (ok) err = "its first line was not \"ready\": " + tail_chars(line, 300) + "; ";
-      err += "\n" + tail_chars(proc_->stderr_tail(), 2000);
+      if (ok) err = "its first line was not \"ready\": " + proc::tail(line, 300) + "; ";
+      err += "\n" + proc::tail(proc_->stderr_tail(), 2000);
       return false;
     }
     const std::string holder = std::to_string(proc_->pid());
@@ -401,8 +399,8 @@ void Executor::ensure_reference() {
     bool ok = read_start_line(*ref_, s_.start_timeout_s, line, why);
     auto j = nlohmann::json::parse(ok ? line : "{}", nullptr, false);
     if (ok && j.is_object() && j.value("event", "") == "ready") return;
-    if (ok) why = "its first line was not \"ready\": " + tail_chars(line, 300) + "; ";
-    why += "\n" + tail_chars(ref_->stderr_tail(), 2000);
+    if (ok) why = "its first line was not \"ready\": " + proc::tail(line, 300) + "; ";
+    why += "\n" + proc::tail(ref_->stderr_tail(), 2000);
     ref_.reset();
     if (attempt == 2) break;
     log::warn("judge: the reference process did not start (", why, "); starting another");
@@ -586,7 +584,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
     deadline_s += judge_time.elapsed_s();
     if (!answered) {
       out.failure = Failure::kJudgeError;
-      out.log_tail = "the reference process died: " + tail_chars(ref_->stderr_tail(), 1500);
+      out.log_tail = "the reference process died: " + proc::tail(ref_->stderr_tail(), 1500);
       ref_.reset();
       return false;
     }
@@ -617,7 +615,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
       if (!cand->proc().running()) return 0;
     }
     reply = nlohmann::json::parse(line, nullptr, false);
-    if (!reply.is_object()) reply = nlohmann::json{{"event", "garbled"}, {"line", tail_chars(line, 300)}};
+    if (!reply.is_object()) reply = nlohmann::json{{"event", "garbled"}, {"line", proc::tail(line, 300)}};
     return 1;
   };
   // The candidate's answer: false (failure set) when it died, timed out, or reported a failure.
@@ -638,7 +636,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
         out.failure = Failure::kCrash;
         out.log_tail = "candidate process died: " + st.describe();
       }
-      out.log_tail += "\n" + tail_chars(cand->proc().stderr_tail(), 1500);
+      out.log_tail += "\n" + proc::tail(cand->proc().stderr_tail(), 1500);
       ++restarts_;
       return false;
     }
@@ -649,8 +647,8 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
         out.failure = Failure::kRuntimeError;
       }
       if (out.failure == Failure::kNone || out.failure == Failure::kJudgeError) out.failure = Failure::kRuntimeError;
-      out.log_tail = reply.value("message", "unexpected answer: " + tail_chars(reply.dump(), 300));
-      std::string err = tail_chars(cand->proc().stderr_tail(), 800);
+      out.log_tail = reply.value("message", "unexpected answer: " + proc::tail(reply.dump(), 300));
+      std::string err = proc::tail(cand->proc().stderr_tail(), 800);
       if (!err.empty()) out.log_tail += "\n[stderr]\n" + err;
       return false;
     }
@@ -773,7 +771,7 @@ bool Executor::evaluate(const nlohmann::json& req, const std::vector<uint64_t>& 
       out.failure = f;
       out.log_tail = f == Failure::kInputMutated ? "the candidate modified its input tensors"
                                                  : verdict.value("message", "");
-      std::string err = tail_chars(cand->proc().stderr_tail(), 800);  // this candidate's own output only
+      std::string err = proc::tail(cand->proc().stderr_tail(), 800);  // this candidate's own output only
       if (!err.empty()) out.log_tail += "\n[stderr]\n" + err;
       return false;
     }

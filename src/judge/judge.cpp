@@ -80,26 +80,21 @@ int ranks_on_this_node() {
   return 1;
 }
 
-namespace {
-
-struct Toolchain {
-  std::string identity;  // the build-cache key's toolchain part (probe.py's last line)
-  bool bytecode_in_place = true;  // torch's bytecode beside its sources
-};
-
 Toolchain probe_toolchain(const std::string& python, const std::string& harness_dir) {
   proc::SpawnOptions o;
   o.argv = {python, harness_dir + "/probe.py"};
   o.inherit_env = true;
   auto r = proc::run(o, 120);
   DICE_REQUIRE(r.status.exited && r.status.code == 0, "the judge's Python (", python,
-               ") cannot import torch or run ", harness_dir, "/probe.py: ", r.err.substr(r.err.size() > 600 ? r.err.size() - 600 : 0));
+               ") cannot import torch or run ", harness_dir, "/probe.py: ", proc::tail(r.err, 600));
   std::string out = r.out;
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   size_t nl = out.rfind('\n');
   return {nl == std::string::npos ? out : out.substr(nl + 1),
           out.find("bytecode_in_place false") == std::string::npos};
 }
+
+namespace {
 
 // torch's bytecode (and the harness's) compiled into dir by the judge's Python, as this process's
 // user, before any sandboxed process starts; a stamp per toolchain skips it next time.
@@ -113,7 +108,7 @@ void compile_bytecode(const std::string& python, const std::string& harness_dir,
   o.inherit_env = true;
   auto r = proc::run(o, 600);
   DICE_REQUIRE(r.status.exited && r.status.code == 0, "judge: compiling Python bytecode into ", dir, " failed: ",
-               r.err.substr(r.err.size() > 600 ? r.err.size() - 600 : 0));
+               proc::tail(r.err, 600));
   fs::write_file_atomic(stamp, toolchain + "\n");
   log::info("judge: Python bytecode of torch and the harness compiled into ", dir, " in ", t.elapsed_s(), " s");
 }

@@ -1,5 +1,6 @@
 // Compile pool: identical candidates build once (in-flight sharing and cache), keys depend on flags.
 #include "dice/judge/compile_pool.h"
+#include "dice/judge/judge.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -23,14 +24,16 @@ using namespace dice::judge;
 namespace {
 // The suite's PCH root where tools/test.sh names it (a fixture: judge_cli_shared_pch finishes the
 // judge's PCH there first): the pool's builds go through the fast builder, as a judge's do by
-// default. The PCH key includes the toolchain, and these pools name theirs "compile_test", not a
-// judge's probed identity, so in a fresh root they still build a PCH of their own beside the
-// judge's (to do: take the judge's identity). Without the root: no PCH.
+// default. The PCH key includes the toolchain, so these pools take the judge's probed identity
+// there (with another name they would build a second PCH beside the judge's, minutes on a loaded
+// machine). Without the root: no PCH, and the name "compile_test".
 CompileSettings settings(const std::string& scratch) {
   CompileSettings s = dice::judge::testing::compile_settings(scratch);
   if (const char* shared = std::getenv("DICE_PCH_ROOT"); shared && *shared) {
+    static const std::string judge_toolchain = probe_toolchain(s.python, s.harness_dir).identity;
     s.precompiled_header = true;
     s.pch_root = shared;
+    s.toolchain = judge_toolchain;
   }
   return s;
 }

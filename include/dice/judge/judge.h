@@ -148,6 +148,14 @@ using StaticChecker = std::function<std::vector<Finding>(const Task& task, const
 
 // $DICE_PYTHON, else the interpreter the build found; the harness shipped with the sources.
 std::string default_python();
+// The judge's Python and harness as probe.py finds them: the toolchain identity that keys the build
+// cache and the precompiled headers (probe.py's last line), and whether torch's bytecode sits beside
+// its sources. Throws when that Python cannot import torch.
+struct Toolchain {
+  std::string identity;
+  bool bytecode_in_place = true;
+};
+Toolchain probe_toolchain(const std::string& python, const std::string& harness_dir);
 std::string default_harness_dir();
 
 // The candidate file inside a response: its FIRST fenced code block (the DICE/KernelBench rule,

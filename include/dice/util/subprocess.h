@@ -70,6 +70,9 @@ struct SpawnOptions {
 };
 
 // CPUs this process may run on, and CPUs online ("1 of 32": pinned by mpirun/srun).
+// The last n characters of s (a process's output in an error message or a log).
+inline std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
 int cpus_allowed();
 int cpus_online();
 
