@@ -9,6 +9,7 @@
 #include "dice/config/config.h"
 #include "dice/dist/world.h"
 #include "dice/train/sft.h"
+#include "dice/util/error.h"
 #include "dice/util/log.h"
 #include "subcommand.h"
 
@@ -28,11 +29,19 @@ void run_sft_cmd(const SftArgs& a) {
   if (!a.model.empty()) sets.push_back("model=" + a.model);
   if (!a.data.empty()) sets.push_back("data.path=" + a.data);
   if (a.steps > 0) sets.push_back("max_steps=" + std::to_string(a.steps));
-  auto cfg = config::load<train::SftRunConfig>(config::load_tree(a.cfg.config_path, sets));
+  const YAML::Node tree = config::load_tree(a.cfg.config_path, sets);
+  // the keys of earlier releases, now spelt as `dice train` spells the same knobs
+  static const std::pair<const char*, const char*> renamed[] = {
+      {"ckpt_every", "ckpt.every"}, {"keep_last", "ckpt.keep_last"}, {"timeout_s", "dist.timeout_s"}};
+  for (const auto& [old_key, key] : renamed)
+    DICE_REQUIRE(!tree[old_key], "config key '", old_key, "' is now '", key, "' (as in dice train); rename it.");
+  DICE_REQUIRE(!(tree["optim"] && tree["optim"].IsMap() && tree["optim"]["bucket_mb"]),
+               "config key 'optim.bucket_mb' is now 'dist.bucket_mb' (as in dice train); rename it.");
+  auto cfg = config::load<train::SftRunConfig>(tree);
   cfg.validate();
   const std::string resolved = config::dump(config::to_yaml(cfg));
   dist::WorldOptions wo;
-  wo.timeout_s = cfg.timeout_s;
+  wo.timeout_s = cfg.dist.timeout_s;
   dist::World world(nullptr, nullptr, wo);
   if (a.print_config) {  // what would run, then nothing runs
     if (world.is_root()) std::cout << resolved << std::flush;

@@ -47,7 +47,6 @@ void SftOptimConfig::validate() const {
   DICE_REQUIRE(pack_tokens >= 0, "optim.pack_tokens must be >= 0 (0: data.max_tokens), got ", pack_tokens, ".");
   DICE_REQUIRE(attn_chunk > 0, "optim.attn_chunk must be positive, got ", attn_chunk, ".");
   DICE_REQUIRE(logit_chunk > 0, "optim.logit_chunk must be positive, got ", logit_chunk, ".");
-  DICE_REQUIRE(bucket_mb > 0, "optim.bucket_mb must be positive, got ", bucket_mb, ".");
 }
 
 rl::ScoreOptions SftOptimConfig::scoring() const {
@@ -66,15 +65,21 @@ void SftRunConfig::validate() const {
   DICE_REQUIRE(epochs > 0, "epochs must be positive, got ", epochs, ".");
   DICE_REQUIRE(max_steps >= 0, "max_steps must be >= 0 (0: every epoch), got ", max_steps, ".");
   DICE_REQUIRE(noise_eps > 0 && noise_eps < 1, "noise_eps must be in (0, 1), got ", noise_eps, ".");
-  DICE_REQUIRE(ckpt_every > 0, "ckpt_every must be positive, got ", ckpt_every, ".");
-  DICE_REQUIRE(keep_last >= 0, "keep_last must be >= 0, got ", keep_last, ".");
+  DICE_REQUIRE(ckpt.every > 0, "ckpt.every must be positive, got ", ckpt.every, ".");
+  DICE_REQUIRE(ckpt.keep_last >= 0, "ckpt.keep_last must be >= 0, got ", ckpt.keep_last, ".");
+  DICE_REQUIRE(dist.bucket_mb > 0, "dist.bucket_mb must be positive, got ", dist.bucket_mb, ".");
+  DICE_REQUIRE(dist.timeout_s > 0, "dist.timeout_s must be positive, got ", dist.timeout_s, ".");
   optim.validate();
 }
 
 bool sft_key_affects_results(const std::string& k) {
-  static const std::vector<std::string> neutral = {"out",       "max_steps", "ckpt_every",
-                                                   "keep_last", "timeout_s", "optim.bucket_mb"};
-  return k.rfind("fault.", 0) != 0 && std::find(neutral.begin(), neutral.end(), k) == neutral.end();
+  // (ckpt_every, keep_last, timeout_s, optim.bucket_mb: the same knobs' names in runs of earlier releases)
+  static const std::vector<std::string> neutral = {"out",       "max_steps", "ckpt.",     "dist.",
+                                                   "ckpt_every", "keep_last", "timeout_s", "optim.bucket_mb"};
+  if (k.rfind("fault.", 0) == 0) return false;
+  return std::none_of(neutral.begin(), neutral.end(), [&](const std::string& n) {
+    return n.back() == '.' ? k.rfind(n, 0) == 0 : k == n;
+  });
 }
 
 // ---- data ----
@@ -472,7 +477,7 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
                  world.size(), " rank(s)). Resume with the rank count and optim.zero1 it was written with.");
     weights_->optimizer().load(ckpt::load_optim(resume_from_, z1 ? world.rank() : 0));
   }
-  comm_ = dist::make_comm(world.role_comm(), device_, {"learners", "learner", cfg.timeout_s});
+  comm_ = dist::make_comm(world.role_comm(), device_, {"learners", "learner", cfg.dist.timeout_s});
 
   if (world.is_root()) {
     std::filesystem::create_directories(cfg.out);
@@ -498,7 +503,7 @@ SftResult SftRun::run() {
     inject_fault(cfg_.fault, s, world_);
     json rec = step(s);
     std::string saved;
-    if (s % cfg_.ckpt_every == 0 || s == last) saved = checkpoint(s);
+    if (s % cfg_.ckpt.every == 0 || s == last) saved = checkpoint(s);
     result_.last_step = s;
     if (!saved.empty()) result_.last_checkpoint = saved;
     if (!world_.is_root()) continue;
@@ -577,7 +582,7 @@ json SftRun::step(int64_t s) {
   const double gnorm = weights_->clip(cfg_.optim.grad_clip);
   const double lr = warmup_ > 0 && s <= warmup_ ? cfg_.optim.lr * static_cast<double>(s) / static_cast<double>(warmup_)
                                                 : cfg_.optim.lr;
-  weights_->step(lr, *comm_, cfg_.optim.bucket_mb << 20);
+  weights_->step(lr, *comm_, cfg_.dist.bucket_mb << 20);
   if (device_.is_cuda()) torch::cuda::synchronize();
   auto sums = torch::tensor({loss, ce, masked, row_tokens}, torch::kFloat64).to(comm_->device());
   comm_->all_reduce(sums);
@@ -607,7 +612,7 @@ std::string SftRun::checkpoint(int64_t s) {
   ckpt::SaveOptions so;
   so.rank = cfg_.optim.zero1 ? world_.rank() : 0;
   so.leader = world_.is_root();
-  so.keep_last = cfg_.keep_last;
+  so.keep_last = cfg_.ckpt.keep_last;
   for (const auto& f : side_files_) so.copy_files.push_back(src_.dir + "/" + f);
   dist::Comm* c = comm_.get();
   so.barrier = [c] { c->barrier(); };

@@ -157,6 +157,8 @@ refuse)
   expect_refusal "is longer than 8 tokens" 1 "${m[@]}" --out "$work/r3" "${pairs[@]}" --set data.max_tokens=8
   expect_refusal "model is not set" 1 --out "$work/r4" --set model=
   expect_refusal "unknown config key 'optim.learning_rate'" 1 "${m[@]}" --out "$work/r5" --set optim.learning_rate=1
+  expect_refusal "config key 'ckpt_every' is now 'ckpt.every' (as in dice train)" 1 "${m[@]}" --out "$work/r5b" --set ckpt_every=2
+  expect_refusal "config key 'optim.bucket_mb' is now 'dist.bucket_mb'" 1 "${m[@]}" --out "$work/r5c" --set optim.bucket_mb=8
   # A resume with a config that changes results is refused, naming the key.
   run 1 "$work/r6" "${pairs[@]}" --steps 1 > /dev/null
   expect_refusal "recorded with a different config (optim.lr)" 1 "${m[@]}" --out "$work/r6" "${pairs[@]}" --set optim.lr=0.5

@@ -37,7 +37,7 @@ case $sub in
   train) config=$src/tests/train/train_test.yaml; keys="step stage reward_mean loss"; sub_args=() ;;
   # Short examples (max_tokens 512: 15 built-in tasks, 4 steps of 4), a checkpoint every 2 steps.
   sft) config=$src/configs/sft/quickstart.yaml; keys="step epoch loss ce_masked"
-       sub_args=(--set data.max_tokens=512 --set ckpt_every=2) ;;
+       sub_args=(--set data.max_tokens=512 --set ckpt.every=2) ;;
   *) fail "DICE_SLURM_TEST_SUBCOMMAND must be train or sft, not '$sub'" ;;
 esac
 [[ -f $config ]] || fail "missing $config (the CPU test config)"

@@ -7,8 +7,7 @@
 //   data: {path: cuke.json, format: auto, think_prefix: true, max_tokens: 6144}
 //   epochs: 3
 //   optim: {lr: 1.0e-5, warmup_ratio: 0.03, examples_per_step: 16, micro_batch_tokens: 16384}
-//   ckpt_every: 200
-//   keep_last: 3
+//   ckpt: {every: 200, keep_last: 3}
 //
 // Data (data.format):
 //   pairs: a JSON array or JSONL of {prompt, response} (CuKe's columns), or alpaca's
@@ -98,7 +97,6 @@ struct SftOptimConfig {
   int64_t logit_chunk = 2048;   // fast: targets per lm_head + log-softmax chunk
   int64_t checkpoint_layers = 0;
   bool zero1 = false;           // shard the AdamW state over ranks
-  int64_t bucket_mb = 64;       // ZeRO-1 parameter broadcast bucket
 
   template <class V> void visit(V& v) {
     v("lr", lr, "AdamW learning rate after warmup");
@@ -119,10 +117,31 @@ struct SftOptimConfig {
     v("checkpoint_layers", checkpoint_layers,
       "fast: activation checkpointing of this many layers from the first (-1: all)");
     v("zero1", zero1, "shard the AdamW state over ranks (ZeRO-1): each updates the parameters it owns");
-    v("bucket_mb", bucket_mb, "ZeRO-1: bucket size of the parameter broadcast after each update");
   }
   void validate() const;
   rl::ScoreOptions scoring() const;
+};
+
+// dist and ckpt: the keys `dice train` has for the same knobs (dist.timeout_s, dist.bucket_mb,
+// ckpt.every, ckpt.keep_last).
+struct SftDistConfig {
+  double timeout_s = 600;
+  int64_t bucket_mb = 64;
+
+  template <class V> void visit(V& v) {
+    v("timeout_s", timeout_s, "a collective waiting longer than this aborts the job");
+    v("bucket_mb", bucket_mb, "ZeRO-1: bucket size of the parameter broadcast after each update");
+  }
+};
+
+struct SftCkptConfig {
+  int64_t every = 200;
+  int keep_last = 3;
+
+  template <class V> void visit(V& v) {
+    v("every", every, "checkpoint every K steps (and after the last)");
+    v("keep_last", keep_last, "keep the newest K checkpoints (0: all)");
+  }
 };
 
 struct SftRunConfig {
@@ -135,9 +154,8 @@ struct SftRunConfig {
   uint64_t seed = 0;
   double noise_eps = 1e-3;
   SftOptimConfig optim;
-  int64_t ckpt_every = 200;
-  int keep_last = 3;
-  double timeout_s = 600;
+  SftDistConfig dist;
+  SftCkptConfig ckpt;
   FaultConfig fault;
 
   template <class V> void visit(V& v) {
@@ -150,9 +168,8 @@ struct SftRunConfig {
     v("seed", seed, "data order and noise");
     v("noise_eps", noise_eps, "smallest mask probability: p = (1 - eps) t + eps");
     v("optim", optim, "optimizer");
-    v("ckpt_every", ckpt_every, "checkpoint every K steps (and after the last)");
-    v("keep_last", keep_last, "keep the newest K checkpoints (0: all)");
-    v("timeout_s", timeout_s, "a collective waiting longer than this aborts the job");
+    v("dist", dist, "collectives");
+    v("ckpt", ckpt, "checkpoints");
     v("fault", fault, "fault injection (tests)");
   }
   void validate() const;
