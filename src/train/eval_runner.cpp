@@ -194,6 +194,7 @@ void plan_out_dir(const EvalConfig& cfg, const std::vector<judge::Task>& tasks, 
       }
       if (plan != run_dir::Plan::kResume || !run_dir::read_fingerprint(cfg.out)) run_dir::write_fingerprint(cfg.out, fp);
       save_resolved_config(cfg.out, config::dump(tree));
+      log::set_file(cfg.out + "/log.txt");  // rank 0's lines, timestamped (as train and sft keep theirs)
     } catch (const Error& e) {
       verdict = std::string("error:") + e.what();
     }

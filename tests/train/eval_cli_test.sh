@@ -98,7 +98,10 @@ grep -q "2 already judged, 2 to do" "$work/resume.log" || { cat "$work/resume.lo
 [[ $(wc -l < "$work/s1/samples.jsonl") -eq 4 ]] || fail "resumed run does not hold 4 records"
 
 echo "== 4. report files and plots"
-for f in report.md report.json config.yaml speedup.png failures.png; do [[ -s $work/r2/$f ]] || fail "missing $f"; done
+for f in report.md report.json config.yaml speedup.png failures.png log.txt; do [[ -s $work/r2/$f ]] || fail "missing $f"; done
+# the run's log: rank 0's lines with UTC timestamps, the last one where the results are
+grep -qE "^\[?[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z.*eval: done in [0-9]+ s; results in .*r2" "$work/r2/log.txt" \
+  || { cat "$work/r2/log.txt"; fail "log.txt has no timestamped 'eval: done' line"; }
 check_png() {
   "$py" - "$@" <<'PY' || fail "invalid PNG: $*"
 import struct, sys, zlib
