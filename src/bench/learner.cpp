@@ -61,6 +61,7 @@
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
 #include "dice/util/timer.h"
+#include "dice/model/attention.h"
 #include "dice/util/torch_compat.h"
 
 namespace dice::bench {
@@ -344,7 +345,7 @@ std::string sdpa_backend(torch::Device dev) {
   auto o = torch::TensorOptions().dtype(torch::kBFloat16).device(dev);
   auto q = torch::randn({1, 8, 2 * 1280, 128}, o).requires_grad_(true);
   auto k = torch::randn({1, 8, 2560, 128}, o), v = torch::randn({1, 8, 2560, 128}, o);
-  auto mask = compat::prepare_attention_mask(torch::ones({1, 1, 1280, 2560}, o.dtype(torch::kBool)), 2, torch::kBFloat16);
+  auto mask = model::prepare_attention_mask(torch::ones({1, 1, 1280, 2560}, o.dtype(torch::kBool)), 2, torch::kBFloat16);
   const int64_t c = at::_fused_sdp_choice(q, k, v, mask, 0.0, false, 1.0 / std::sqrt(128.0));
   static const char* names[] = {"math", "flash", "efficient (memory-efficient, cutlass)", "cudnn", "overrideable"};
   return str("SDPA backend for a sparse-plan chunk (bf16, bias mask, q 2x1280 x k 2560, D 128): ",

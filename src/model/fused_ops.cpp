@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstdint>
 
+#include "dice/model/attention.h"
 #include "dice/model/masks.h"
 #include "dice/util/error.h"
-#include "dice/util/torch_compat.h"
 
 #ifndef DICE_WITH_FUSED_KERNELS  // set by src/model/CMakeLists.txt when it compiles fused_kernels.cu
 #define DICE_WITH_FUSED_KERNELS 0
@@ -227,8 +227,8 @@ torch::Tensor decode_attention(const torch::Tensor& q_BHLD, const torch::Tensor&
 #endif
   torch::Tensor mask;
   if (kv_lengths_B.defined()) mask = key_length_mask(kv_lengths_B.to(q_BHLD.device()), L, K);
-  auto o = compat::sdpa_gqa(q_BHLD, k_cache.narrow(2, 0, K), v_cache.narrow(2, 0, K),
-                            compat::prepare_attention_mask(mask, Hq / Hkv, q_BHLD.scalar_type()), scale);
+  auto o = sdpa_gqa(q_BHLD, k_cache.narrow(2, 0, K), v_cache.narrow(2, 0, K),
+                    prepare_attention_mask(mask, Hq / Hkv, q_BHLD.scalar_type()), scale);
   return o.transpose(1, 2).reshape({B, L, Hq * D});
 }
 

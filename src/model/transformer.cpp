@@ -1,4 +1,4 @@
-// The SDAR / Qwen3 decoder: HF-named parameters, RoPE, GQA attention through compat::sdpa_gqa,
+// The SDAR / Qwen3 decoder: HF-named parameters, RoPE, GQA attention through sdpa_gqa,
 // optional KV cache, lm_head restricted to the wanted positions.
 //
 // Shape legend: B batch, L query tokens, K key tokens (L, or kv_span with a cache), H hidden,
@@ -16,11 +16,11 @@
 #include <initializer_list>
 #include <vector>
 
+#include "dice/model/attention.h"
 #include "dice/model/fused_ops.h"
 #include "dice/model/masks.h"
 #include "dice/model/train_ops.h"
 #include "dice/util/error.h"
-#include "dice/util/torch_compat.h"
 
 namespace dice::model {
 
@@ -64,7 +64,7 @@ const torch::Tensor& packed_rows(torch::Tensor& packed, std::initializer_list<to
   return packed;
 }
 
-// The attention pattern of an unfused forward: a prepared dense mask (compat::prepare_attention_mask)
+// The attention pattern of an unfused forward: a prepared dense mask (prepare_attention_mask)
 // or a block-sparse plan with its chunks' prepared masks.
 struct AttnPattern {
   torch::Tensor dense;
@@ -125,7 +125,7 @@ class AttentionImpl : public torch::nn::Module {
   }
 
   // x_BLH -> [B, L, H]; cos / signed sin ([-sin, sin] halves) _BLD in the model dtype; mask from
-  // compat::prepare_attention_mask.
+  // prepare_attention_mask.
   torch::Tensor forward(const torch::Tensor& x_BLH, const torch::Tensor& cos_BLD, const torch::Tensor& sin_BLD,
                         const AttnPattern& pattern, const ForwardArgs& a, int64_t layer) {
     if (a.train_fused) {
@@ -191,7 +191,7 @@ class AttentionImpl : public torch::nn::Module {
                        const torch::Tensor& mask) {
     const int64_t B = q_BHLD.size(0), L = q_BHLD.size(2);
     RECORD_USER_SCOPE("dice::attention");
-    auto o_BHLD = compat::sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, mask, 1.0 / std::sqrt(static_cast<double>(d)));
+    auto o_BHLD = sdpa_gqa(q_BHLD, k_BHKD, v_BHKD, mask, 1.0 / std::sqrt(static_cast<double>(d)));
     return torch::linear(o_BHLD.transpose(1, 2).reshape({B, L, hq * d}), o_proj->weight);
   }
 
@@ -229,7 +229,7 @@ class AttentionImpl : public torch::nn::Module {
       auto q = (one_gather ? qs[i] : q_HND.index_select(1, c.q_index)).unsqueeze(0);
       auto k = (one_gather ? ks[i] : k_HND.index_select(1, c.k_index)).unsqueeze(0);
       auto v = (one_gather ? vs[i] : v_HND.index_select(1, c.k_index)).unsqueeze(0);
-      outs.push_back(compat::sdpa_gqa(q, k, v, pattern.chunk_masks[i], scale).squeeze(0));
+      outs.push_back(sdpa_gqa(q, k, v, pattern.chunk_masks[i], scale).squeeze(0));
     }
     auto o_HND = torch::zeros({hq, B * L, d}, q_BHLD.options());
     if (!outs.empty()) o_HND = o_HND.index_copy(1, sp.q_index, torch::cat(outs, 1));
@@ -423,7 +423,7 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
   // kv_lengths: the fused path hands them to fused::decode_attention; the plain one masks.
   torch::Tensor bool_mask = a.mask.defined() ? a.mask.to(device_) : a.mask;
   if (a.kv_lengths.defined() && !a.fused) bool_mask = key_length_mask(a.kv_lengths.to(device_), L, K);
-  auto mask = compat::prepare_attention_mask(bool_mask, cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_);
+  auto mask = prepare_attention_mask(bool_mask, cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_);
 
   auto x_BLH = torch::embedding(embed_weight_, a.ids.to(device_));
   const int64_t n = cfg_.num_hidden_layers;
@@ -444,7 +444,7 @@ torch::Tensor TransformerImpl::hidden(const ForwardArgs& a) {
     pattern.sparse = a.sparse;
     for (const auto& c : a.sparse->chunks)
       pattern.chunk_masks.push_back(
-          compat::prepare_attention_mask(c.mask.to(device_), cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_));
+          prepare_attention_mask(c.mask.to(device_), cfg_.num_attention_heads / cfg_.num_key_value_heads, dtype_));
   }
   const int64_t checkpointed = !torch::GradMode::is_enabled() ? 0 : a.checkpoint < 0 ? n : a.checkpoint;
   for (int64_t i = 0; i < n; ++i) {

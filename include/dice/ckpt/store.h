@@ -17,15 +17,16 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "dice/model/safetensors.h"
+
 namespace dice::ckpt {
 
-// Same type as dice::model::NamedTensors: HF parameter name -> tensor.
-using NamedTensors = std::map<std::string, torch::Tensor>;
+// HF parameter name -> tensor: the model module's one definition.
+using model::NamedTensors;
 
 // Version of the on-disk layout described in docs above; bump on any incompatible change.
 constexpr int64_t kFormatVersion = 1;
