@@ -292,6 +292,16 @@ std::vector<Bucket> dtype_buckets(const std::vector<torch::Tensor>& params, int6
 
 }  // namespace
 
+void sum_over_ranks(Comm& comm, std::initializer_list<double*> values) {
+  std::vector<double> v;
+  for (double* x : values) v.push_back(*x);
+  auto t = torch::tensor(v, torch::kFloat64).to(comm.device());
+  comm.all_reduce(t);
+  t = t.cpu();
+  const double* out = t.data_ptr<double>();
+  for (double* x : values) *x = *out++;
+}
+
 void all_reduce_gradients(Comm& comm, const std::vector<torch::Tensor>& params, double scale, int64_t bucket_bytes) {
   torch::NoGradGuard no_grad;
   // Gradients have their parameter's dtype, so a missing gradient (zeros) has the same layout on

@@ -32,13 +32,7 @@ struct LearnerLoop::UpdateSums {
   double loss = 0, policy = 0, kl = 0, kl_token = 0, clipped = 0, tokens = 0, row_tokens = 0;  // all-reduced
   double grad_norm = 0;  // this learner's sum of per-update norms (the same on every learner: not reduced)
   void all_reduce(dist::Comm& comm) {
-    double* fields[] = {&loss, &policy, &kl, &kl_token, &clipped, &tokens, &row_tokens};
-    std::vector<double> v;
-    for (double* f : fields) v.push_back(*f);
-    auto t = torch::tensor(v, torch::kFloat64).to(comm.device());
-    comm.all_reduce(t);
-    t = t.cpu();
-    for (size_t i = 0; i < v.size(); ++i) *fields[i] = t[static_cast<int64_t>(i)].item<double>();
+    dist::sum_over_ranks(comm, {&loss, &policy, &kl, &kl_token, &clipped, &tokens, &row_tokens});
   }
 };
 

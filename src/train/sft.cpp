@@ -584,23 +584,20 @@ json SftRun::step(int64_t s) {
                                                 : cfg_.optim.lr;
   weights_->step(lr, *comm_, cfg_.dist.bucket_mb << 20);
   if (device_.is_cuda()) torch::cuda::synchronize();
-  auto sums = torch::tensor({loss, ce, masked, row_tokens}, torch::kFloat64).to(comm_->device());
-  comm_->all_reduce(sums);
-  sums = sums.cpu();
-  const double* v = sums.data_ptr<double>();
+  dist::sum_over_ranks(*comm_, {&loss, &ce, &masked, &row_tokens});
   const double secs = t_step.elapsed_s();
   return json{{"step", s},
               {"epoch", epoch + 1},
               {"examples", end - begin},
-              {"loss", v[0]},
-              {"ce_masked", v[2] > 0 ? v[1] / v[2] : 0.0},
-              {"masked_tokens", static_cast<int64_t>(v[2])},
+              {"loss", loss},
+              {"ce_masked", masked > 0 ? ce / masked : 0.0},
+              {"masked_tokens", static_cast<int64_t>(masked)},
               {"label_tokens", static_cast<int64_t>(label_tokens)},
-              {"row_tokens", static_cast<int64_t>(v[3])},
+              {"row_tokens", static_cast<int64_t>(row_tokens)},
               {"lr", lr},
               {"grad_norm", gnorm},
               {"time_step_s", secs},
-              {"tokens_per_s", v[3] / std::max(secs, 1e-9)}};
+              {"tokens_per_s", row_tokens / std::max(secs, 1e-9)}};
 }
 
 std::string SftRun::checkpoint(int64_t s) {

@@ -24,6 +24,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,10 @@ std::unique_ptr<Comm> self_comm(torch::Device device, const CommOptions& opts = 
 bool have_nccl();
 
 // ---- helpers built on Comm ----
+
+// Sums the named doubles over the group in one all-reduce (fp64), in place: a step's metric sums,
+// e.g. sum_over_ranks(comm, {&loss, &tokens}). Every rank passes the same list in the same order.
+void sum_over_ranks(Comm& comm, std::initializer_list<double*> values);
 
 // Sums the gradients of `params` over the group in flat buckets of about bucket_bytes (one
 // all-reduce per bucket, in the gradients' dtype), then multiplies them by `scale`. Parameters
