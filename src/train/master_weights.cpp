@@ -59,6 +59,18 @@ void MasterWeights::step(double lr, dist::Comm& comm, int64_t bucket_bytes) {
   if (zero1_) broadcast_owned(*adam_, comm, bucket_bytes);
 }
 
+ckpt::SaveOptions learner_save_options(dist::Comm& group, int rank, bool leader, int keep_last,
+                                       const std::string& model_dir, const std::vector<std::string>& side_files) {
+  ckpt::SaveOptions so;
+  so.rank = rank;
+  so.leader = leader;
+  so.keep_last = keep_last;
+  for (const auto& f : side_files) so.copy_files.push_back(model_dir + "/" + f);
+  dist::Comm* c = &group;
+  so.barrier = [c] { c->barrier(); };
+  return so;
+}
+
 std::string MasterWeights::save_checkpoint(const std::string& run_dir, const ckpt::TrainState& ts,
                                           const ckpt::SaveOptions& so) {
   auto sd = so.leader ? master_->state_dict(torch::kFloat32) : model::NamedTensors{};

@@ -461,13 +461,8 @@ std::string Run::checkpoint(const StageData& st, int64_t next_cursor) {
   ts.policy_version = version_;
   for (size_t r = 0; r < rngs.size(); ++r) ts.rng[static_cast<int>(r)] = rngs[r];
   ts.config_yaml = yaml_;
-  ckpt::SaveOptions so;
-  so.rank = role_rank_;
-  so.leader = role_rank_ == 0;
-  so.keep_last = cfg_.ckpt.keep_last;
-  for (const auto& f : side_files_) so.copy_files.push_back(model_dir_ + "/" + f);
-  dist::Comm* learners = role_comm_.get();
-  so.barrier = [learners] { learners->barrier(); };
+  const auto so = learner_save_options(*role_comm_, role_rank_, role_rank_ == 0, cfg_.ckpt.keep_last, model_dir_,
+                                       side_files_);
   return learner_->weights().save_checkpoint(cfg_.out, ts, so);
 }
 

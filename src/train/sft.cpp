@@ -606,13 +606,8 @@ std::string SftRun::checkpoint(int64_t s) {
   ts.stage = "sft";
   ts.cursor = s;
   ts.config_yaml = yaml_;
-  ckpt::SaveOptions so;
-  so.rank = cfg_.optim.zero1 ? world_.rank() : 0;
-  so.leader = world_.is_root();
-  so.keep_last = cfg_.ckpt.keep_last;
-  for (const auto& f : side_files_) so.copy_files.push_back(src_.dir + "/" + f);
-  dist::Comm* c = comm_.get();
-  so.barrier = [c] { c->barrier(); };
+  const auto so = learner_save_options(*comm_, cfg_.optim.zero1 ? world_.rank() : 0, world_.is_root(),
+                                       cfg_.ckpt.keep_last, src_.dir, side_files_);
   // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0
   // writes it. No RNG state: the data order and the noise are functions of (seed, epoch, example).
   return weights_->save_checkpoint(cfg_.out, ts, so);

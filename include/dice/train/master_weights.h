@@ -70,4 +70,10 @@ class MasterWeights {
   bool zero1_ = false;
 };
 
+// The options of a learner group's checkpoint, as RL and SFT write theirs: `rank` names this
+// learner's optimizer shard, the leader writes the model, the newest keep_last stay, the starting
+// model's side files (tokenizer, remote code) are copied beside, and `group` is the barrier.
+ckpt::SaveOptions learner_save_options(dist::Comm& group, int rank, bool leader, int keep_last,
+                                       const std::string& model_dir, const std::vector<std::string>& side_files);
+
 }  // namespace dice::train
