@@ -33,10 +33,12 @@ void run_sft_cmd(const SftArgs& a) {
   // the keys of earlier releases, now spelt as `dice train` spells the same knobs
   static const std::pair<const char*, const char*> renamed[] = {
       {"ckpt_every", "ckpt.every"}, {"keep_last", "ckpt.keep_last"}, {"timeout_s", "dist.timeout_s"}};
-  for (const auto& [old_key, key] : renamed)
-    DICE_REQUIRE(!tree[old_key], "config key '", old_key, "' is now '", key, "' (as in dice train); rename it.");
-  DICE_REQUIRE(!(tree["optim"] && tree["optim"].IsMap() && tree["optim"]["bucket_mb"]),
-               "config key 'optim.bucket_mb' is now 'dist.bucket_mb' (as in dice train); rename it.");
+  if (tree.IsMap()) {
+    for (const auto& [old_key, key] : renamed)
+      DICE_REQUIRE(!tree[old_key], "config key '", old_key, "' is now '", key, "' (as in dice train); rename it.");
+    DICE_REQUIRE(!(tree["optim"] && tree["optim"].IsMap() && tree["optim"]["bucket_mb"]),
+                 "config key 'optim.bucket_mb' is now 'dist.bucket_mb' (as in dice train); rename it.");
+  }
   auto cfg = config::load<train::SftRunConfig>(tree);
   cfg.validate();
   const std::string resolved = config::dump(config::to_yaml(cfg));
