@@ -549,6 +549,8 @@ std::vector<Verdict> Judge::judge(const std::vector<Job>& jobs, const ProgressFn
     }
   };
   auto finish = [&](size_t i) {  // caller holds mu
+    if (verdicts[i].failure == Failure::kJudgeError)  // the judge's own failure, not the candidate's: say why
+      log::warn("judge: judge_error on task ", jobs[i].task->id, ": ", proc::tail(verdicts[i].log_tail, 400));
     auto& flags = verdicts[i].flags;
     if (impl_->unsandboxed && std::find(flags.begin(), flags.end(), "unsandboxed") == flags.end())
       flags.push_back("unsandboxed");  // judge.sandbox.allow_unsandboxed
