@@ -212,9 +212,8 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine, double temper
   m["time_optimizer_s"] = time_optimizer_;
 
   sums.all_reduce(comm_);
-  auto gap_t = torch::tensor({gap.sum, gap.n, static_cast<double>(old_row_tokens)}, torch::kFloat64).to(comm_.device());
-  comm_.all_reduce(gap_t);
-  gap_t = gap_t.cpu();
+  double old_rows = static_cast<double>(old_row_tokens);
+  dist::sum_over_ranks(comm_, {&gap.sum, &gap.n, &old_rows});
   auto gmax = torch::tensor({gap.max}, torch::kFloat64).to(comm_.device());
   comm_.all_reduce(gmax, dist::ReduceOp::kMax);
   const double tokens = sums.tokens;
@@ -227,9 +226,9 @@ nlohmann::json LearnerLoop::step(const std::vector<Rollout>& mine, double temper
   m["clip_fraction"] = tokens > 0 ? sums.clipped / tokens : 0.0;
   m["target_tokens"] = static_cast<int64_t>(tokens);
   m["row_tokens"] = static_cast<int64_t>(sums.row_tokens);
-  m["old_logp_row_tokens"] = static_cast<int64_t>(gap_t[2].item<double>());  // scored by the no-grad pass
+  m["old_logp_row_tokens"] = static_cast<int64_t>(old_rows);  // scored by the no-grad pass
   m["grad_norm"] = U > 0 ? sums.grad_norm / static_cast<double>(U) : 0.0;
-  m["logp_gap_mean"] = gap_t[1].item<double>() > 0 ? gap_t[0].item<double>() / gap_t[1].item<double>() : 0.0;
+  m["logp_gap_mean"] = gap.n > 0 ? gap.sum / gap.n : 0.0;
   m["logp_gap_max"] = gmax.cpu().item<double>();
   return m;
 }
