@@ -23,6 +23,7 @@
 #include "dice/train/actor_loop.h"
 #include "dice/train/learner_loop.h"
 #include "dice/train/model_source.h"
+#include "dice/train/run_context.h"
 #include "dice/train/run_plan.h"
 #include "dice/util/fs.h"
 #include "dice/util/log.h"
@@ -204,15 +205,9 @@ class Run {
   const dist::World& world_;
   bool colocated_, is_learner_, is_actor_;
   int num_learners_, role_rank_ = 0;
-  std::string model_dir_, resume_from_;
-  std::vector<std::string> side_files_;  // of model_dir_, copied into every checkpoint
-  MetricsLog metrics_;  // rank 0
-  Timer clock_;          // since this start's first step (the ETA)
-  ModelSource model_src_;
-  run_dir::DirLock lock_;  // rank 0: the run directory, for the whole run
-  torch::Device device_{torch::kCPU};
+  RunContext ctx_;  // model, tokenizer, device, run directory, metrics
+  Timer clock_;     // since this start's first step (the ETA)
   torch::Dtype actor_dtype_ = torch::kFloat32;
-  std::optional<text::Tokenizer> tok_;
   std::vector<StageData> stages_;
   std::optional<StageData> eval_;  // eval.every: the evaluation's tasks and prompts
   ckpt::TrainState state_;
@@ -226,22 +221,19 @@ class Run {
 };
 
 Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world)
-    : cfg_(cfg), yaml_(yaml), world_(world) {
-  cfg_.validate();
+    // the config is validated before ctx_ looks at the model
+    : cfg_((cfg.validate(), cfg)), yaml_(yaml), world_(world), ctx_(cfg.model, cfg.device, world) {
   colocated_ = world.role() == dist::Role::kColocated;
   is_learner_ = world.role() != dist::Role::kActor;
   is_actor_ = world.role() != dist::Role::kLearner;
   num_learners_ = colocated_ ? world.size() : cfg.dist.num_learners;
   role_rank_ = world.role_rank();
 
-  // ---- everything a user can get wrong is refused here, before any work ----
-  model_src_ = resolve_model(cfg.model, "model");
-  model_dir_ = model_src_.dir;
-  side_files_ = ckpt::side_files_in(model_dir_);  // config, tokenizer, remote code (looked up once)
-  auto mcfg = model::ModelConfig::from_hf_dir(model_dir_);
-  tok_.emplace(text::Tokenizer::from_dir(model_dir_));
-  text::check_compatible(*tok_, mcfg.vocab_size, mcfg.mask_token_id);
-  for (const auto& s : cfg.stages) stages_.push_back(load_stage(s, *tok_));
+  // ---- everything a user can get wrong is refused here, before any work (the model, its
+  // tokenizer and the device in ctx_) ----
+  const auto& mcfg = ctx_.model_config();
+  const auto& tok = ctx_.tokenizer();
+  for (const auto& s : cfg.stages) stages_.push_back(load_stage(s, tok));
   if (cfg.eval.every > 0) {
     StageConfig ec;
     ec.name = "eval";
@@ -250,7 +242,7 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
     ec.tasks = cfg.eval.tasks;
     ec.max_prompt_len = cfg.eval.max_prompt_len;
     ec.prompt_template = cfg.eval.prompt_template;
-    eval_ = load_stage(ec, *tok_);
+    eval_ = load_stage(ec, tok);
     const auto n = static_cast<size_t>(cfg.eval.max_tasks);
     if (n > 0 && n < eval_->tasks.size()) {
       eval_->tasks.resize(n);
@@ -272,25 +264,25 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
                  " tokens plus sampler.max_new_tokens ", cfg.sampler.max_new_tokens, " need sampler.max_len >= ", need,
                  " (it is ", cfg.sampler.max_len, ").");
   }
-  device_ = pick_device(cfg.device, &world, "device");
-  resume_from_ = plan_run_dir(cfg.out, resume, yaml, model_src_, world, lock_, key_affects_results);
-  actor_dtype_ = default_dtype(device_);
-  const std::string weights_src = resume_from_.empty() ? model_dir_ : resume_from_;
-  const auto start_weights = resume_from_.empty() ? load_weights(model_src_) : ckpt::load_model(resume_from_);
-  if (!resume_from_.empty()) state_ = ckpt::load_state(resume_from_);
+  ctx_.plan(cfg.out, resume, yaml, key_affects_results);
+  const torch::Device device = ctx_.device();
+  actor_dtype_ = default_dtype(device);
+  const std::string& weights_src = ctx_.start_dir();
+  const auto start_weights = ctx_.start_weights();
+  if (ctx_.resuming()) state_ = ckpt::load_state(ctx_.resume_from());
 
   // ---- models: fp32 master weights on learners, the actors' copy in their dtype ----
   if (is_learner_) {
-    master_.emplace(mcfg, torch::kFloat32, device_);
+    master_.emplace(mcfg, torch::kFloat32, device);
     load_into(*master_, start_weights, weights_src);
     if (cfg.loss.kl_reference == "initial") {
-      reference_.emplace(mcfg, torch::kFloat32, device_);
-      load_into(*reference_, load_weights(model_src_), model_dir_);
+      reference_.emplace(mcfg, torch::kFloat32, device);
+      load_into(*reference_, load_weights(ctx_.model()), ctx_.model().dir);
       for (auto& p : (*reference_)->parameters()) p.set_requires_grad(false);
     }
   }
   if (is_actor_) {
-    actor_model_.emplace(mcfg, actor_dtype_, device_);
+    actor_model_.emplace(mcfg, actor_dtype_, device);
     load_into(*actor_model_, start_weights, weights_src);
     for (auto& p : (*actor_model_)->parameters()) p.set_requires_grad(false);
   }
@@ -298,28 +290,25 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
   // ---- communicators: the role's ranks; with split roles also all ranks (rollouts) and
   // learner 0 + the actors (weights) ----
   auto opts = [&](const char* name) { return dist::CommOptions{name, dist::role_name(world.role()), cfg.dist.timeout_s}; };
-  role_comm_ = dist::make_comm(world.role_comm(), device_, opts(colocated_ ? "ranks" : is_learner_ ? "learners" : "actors"));
+  role_comm_ = dist::make_comm(world.role_comm(), device, opts(colocated_ ? "ranks" : is_learner_ ? "learners" : "actors"));
   if (!colocated_) {
-    world_comm_ = dist::make_comm(world.comm(), device_, opts("world"));
+    world_comm_ = dist::make_comm(world.comm(), device, opts("world"));
     sync_mpi_ = dist::SubComm::split(world.comm(), world.rank() == 0 || is_actor_, world.rank());
-    if (sync_mpi_.member()) sync_comm_ = dist::make_comm(sync_mpi_.comm(), device_, opts("weights"));
+    if (sync_mpi_.member()) sync_comm_ = dist::make_comm(sync_mpi_.comm(), device, opts("weights"));
   }
   if (is_learner_) learner_.emplace(cfg, *master_, *role_comm_, reference_);
-  if (is_actor_) actor_.emplace(cfg, *actor_model_, *tok_, *role_comm_);
-  if (is_learner_ && !resume_from_.empty())
-    learner_->optimizer().load(ckpt::load_optim(resume_from_, cfg.optim.zero1 ? role_rank_ : 0));
-  if (!resume_from_.empty() && state_.rng.count(world.rank())) set_rng_state_bytes(state_.rng.at(world.rank()));
+  if (is_actor_) actor_.emplace(cfg, *actor_model_, tok, *role_comm_);
+  if (is_learner_ && ctx_.resuming())
+    learner_->optimizer().load(ckpt::load_optim(ctx_.resume_from(), cfg.optim.zero1 ? role_rank_ : 0));
+  if (ctx_.resuming() && state_.rng.count(world.rank())) set_rng_state_bytes(state_.rng.at(world.rank()));
 
+  ctx_.open_outputs(state_.step);
   if (world.is_root()) {
-    make_dirs(cfg.out);
-    fs::write_file_atomic(cfg.out + "/config.yaml", yaml);
-    metrics_.open(cfg.out, state_.step);
-    log::set_file(cfg.out + "/log.txt");  // rank 0's lines, timestamped
     if (cfg.rollout.write_rollouts) make_dirs(cfg.out + "/rollouts");
     log::info("train: ", world.size(), " rank(s): ",
               colocated_ ? "colocated" : str(num_learners_, " learner(s) + ", world.size() - num_learners_, " actor(s)"),
-              " on ", device_.str(), "; ", cfg.total_steps(), " steps in ", stages_.size(), " stage(s); ",
-              resume_from_.empty() ? std::string("fresh start") : "resuming from " + resume_from_);
+              " on ", device.str(), "; ", cfg.total_steps(), " steps in ", stages_.size(), " stage(s); ",
+              ctx_.resuming() ? "resuming from " + ctx_.resume_from() : std::string("fresh start"));
   }
   step_ = state_.step;
   version_ = state_.policy_version;
@@ -409,7 +398,7 @@ void Run::sync_weights(json& part) {
     const int64_t got = stamp.cpu().item<int64_t>();
     DICE_CHECK(got == version_, "weight sync: received policy version ", got, ", expected ", version_);
   }
-  if (device_.is_cuda()) torch::cuda::synchronize();
+  if (ctx_.device().is_cuda()) torch::cuda::synchronize();
   const double s = t.elapsed_s();
   if (is_learner_) part["times"]["time_weight_sync_s"] = s;  // actors would report their wait for the update
   if (bytes > 0 && world_.is_root()) {
@@ -461,8 +450,8 @@ std::string Run::checkpoint(const StageData& st, int64_t next_cursor) {
   ts.policy_version = version_;
   for (size_t r = 0; r < rngs.size(); ++r) ts.rng[static_cast<int>(r)] = rngs[r];
   ts.config_yaml = yaml_;
-  const auto so = learner_save_options(*role_comm_, role_rank_, role_rank_ == 0, cfg_.ckpt.keep_last, model_dir_,
-                                       side_files_);
+  const auto so = learner_save_options(*role_comm_, role_rank_, role_rank_ == 0, cfg_.ckpt.keep_last,
+                                       ctx_.model().dir, ctx_.side_files());
   return learner_->weights().save_checkpoint(cfg_.out, ts, so);
 }
 
@@ -489,7 +478,7 @@ void Run::report(const StageData& st, const ActorOutput& rollouts, const json& p
   if (!world_.is_root()) return;
   auto rec = merge_metrics(parts, step_, st.cfg.name, version_);
   if (!saved.empty()) rec["checkpoint"] = saved;
-  metrics_.write(rec);
+  ctx_.metrics().write(rec);
   if (cfg_.rollout.write_rollouts) {
     std::string text;
     for (const auto& p : roll_parts)

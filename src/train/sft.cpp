@@ -25,6 +25,7 @@
 #include "dice/train/master_weights.h"
 #include "dice/train/model_source.h"
 #include "dice/train/rl_config.h"
+#include "dice/train/run_context.h"
 #include "dice/train/run_plan.h"
 #include "dice/train/task_prompt.h"
 #include "dice/util/error.h"
@@ -390,30 +391,23 @@ class SftRun {
   const SftRunConfig& cfg_;
   const std::string yaml_;
   const dist::World& world_;
-  ModelSource src_;
-  std::vector<std::string> side_files_;  // of src_.dir, copied into every checkpoint
-  run_dir::DirLock lock_;
-  torch::Device device_{torch::kCPU};
+  RunContext ctx_;  // model, tokenizer, device, run directory, metrics
   std::optional<MasterWeights> weights_;  // made once the master's weights are loaded
   std::unique_ptr<dist::Comm> comm_;
   rl::ScoreOptions score_;
   std::vector<SftExample> examples_;
   int64_t dropped_ = 0, steps_per_epoch_ = 0, total_steps_ = 0, warmup_ = 0, start_step_ = 0;
   int64_t block_ = 4, pad_id_ = 0, mask_id_ = 0, pack_ = 0;
-  std::string resume_from_;
-  MetricsLog metrics_;  // rank 0
   SftResult result_;
 };
 
 SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world)
-    : cfg_(cfg), yaml_(yaml), world_(world) {
-  cfg.validate();
-  // ---- everything a user can get wrong is refused here, before any work ----
-  src_ = resolve_model(cfg.model, "model");
-  side_files_ = ckpt::side_files_in(src_.dir);  // config, tokenizer, remote code (looked up once)
-  const auto mcfg = model::ModelConfig::from_hf_dir(src_.dir);
-  const auto tok = text::Tokenizer::from_dir(src_.dir);
-  text::check_compatible(tok, mcfg.vocab_size, mcfg.mask_token_id);
+    // the config is validated before ctx_ looks at the model
+    : cfg_((cfg.validate(), cfg)), yaml_(yaml), world_(world), ctx_(cfg.model, cfg.device, world) {
+  // ---- everything a user can get wrong is refused here, before any work (the model, its
+  // tokenizer and the device in ctx_) ----
+  const auto& mcfg = ctx_.model_config();
+  const auto& tok = ctx_.tokenizer();
   block_ = mcfg.block_size;
   mask_id_ = mcfg.mask_token_id;
   pad_id_ = tok.endoftext_id();
@@ -437,7 +431,6 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
   steps_per_epoch_ = (n + cfg.optim.examples_per_step - 1) / cfg.optim.examples_per_step;
   total_steps_ = steps_per_epoch_ * cfg.epochs;
   warmup_ = static_cast<int64_t>(std::ceil(cfg.optim.warmup_ratio * static_cast<double>(total_steps_)));
-  device_ = pick_device(cfg.device, &world, "device");
   // What the examples are (data, template, think prefix, tokenizer, cut-off: all of it ends up here),
   // recorded in the run directory's fingerprint: a resume on other examples is refused.
   hash::Sha256 digest;
@@ -448,48 +441,45 @@ SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::st
     digest.update(ex.ids.data(), ex.ids.size() * sizeof(int32_t));
   }
   const run_dir::Fingerprint inputs = {{"examples", digest.hex_digest()}, {"about.examples", cfg.data.path}};
-  resume_from_ = plan_run_dir(cfg.out, resume, yaml, src_, world, lock_, sft_key_affects_results, inputs);
+  ctx_.plan(cfg.out, resume, yaml, sft_key_affects_results, inputs);
+  const std::string& resume_from = ctx_.resume_from();
+  const torch::Device device = ctx_.device();
 
   // ---- the model: fp32 master weights, a compute-dtype copy when that differs ----
-  model::Transformer master(mcfg, torch::kFloat32, device_);
-  if (resume_from_.empty()) {
-    load_into(master, load_weights(src_), src_.dir);
-  } else {
-    load_into(master, ckpt::load_model(resume_from_), resume_from_);
-    const auto st = ckpt::load_state(resume_from_);
-    DICE_REQUIRE(st.stage == "sft", "--resume ", resume_from_, " is a checkpoint of stage '", st.stage,
+  model::Transformer master(mcfg, torch::kFloat32, device);
+  load_into(master, ctx_.start_weights(), ctx_.start_dir());
+  if (ctx_.resuming()) {
+    const auto st = ckpt::load_state(resume_from);
+    DICE_REQUIRE(st.stage == "sft", "--resume ", resume_from, " is a checkpoint of stage '", st.stage,
                  "', not of an SFT run; start SFT from it with --model instead.");
     start_step_ = st.step;
   }
   const bool z1 = cfg.optim.zero1;
   MasterWeightsOptions wo;
-  wo.compute_dtype = compute_dtype_for(cfg.optim.compute_dtype, device_, torch::kFloat32);
+  wo.compute_dtype = compute_dtype_for(cfg.optim.compute_dtype, device, torch::kFloat32);
   wo.adam = {cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay};
   wo.zero1 = z1;
   wo.shard = z1 ? world.rank() : 0;
   wo.shards = z1 ? world.size() : 1;
   weights_.emplace(master, wo);
-  if (!resume_from_.empty()) {
-    const auto shards = ckpt::optim_ranks(resume_from_);
+  if (ctx_.resuming()) {
+    const auto shards = ckpt::optim_ranks(resume_from);
     const int want = z1 ? world.size() : 1;
-    DICE_REQUIRE(static_cast<int>(shards.size()) == want, "--resume ", resume_from_, " holds ", shards.size(),
+    DICE_REQUIRE(static_cast<int>(shards.size()) == want, "--resume ", resume_from, " holds ", shards.size(),
                  " optimizer shard(s); this run needs ", want, " (optim.zero1 ", z1 ? "on" : "off", " over ",
                  world.size(), " rank(s)). Resume with the rank count and optim.zero1 it was written with.");
-    weights_->optimizer().load(ckpt::load_optim(resume_from_, z1 ? world.rank() : 0));
+    weights_->optimizer().load(ckpt::load_optim(resume_from, z1 ? world.rank() : 0));
   }
-  comm_ = dist::make_comm(world.role_comm(), device_, {"learners", "learner", cfg.dist.timeout_s});
+  comm_ = dist::make_comm(world.role_comm(), device, {"learners", "learner", cfg.dist.timeout_s});
 
+  ctx_.open_outputs(start_step_);  // later steps (after the checkpoint) run again
   if (world.is_root()) {
-    std::filesystem::create_directories(cfg.out);
-    fs::write_file_atomic(cfg.out + "/config.yaml", yaml);
-    metrics_.open(cfg.out, start_step_);  // later steps (after the checkpoint) run again
-    log::set_file(cfg.out + "/log.txt");   // rank 0's lines, timestamped
     log::info(log::format("sft: %d rank(s) on %s; %lld examples (%lld dropped as longer than %lld tokens), %lld steps of %lld "
                 "examples (%lld epochs); %s",
-                world.size(), device_.str().c_str(), static_cast<long long>(n), static_cast<long long>(dropped_),
+                world.size(), device.str().c_str(), static_cast<long long>(n), static_cast<long long>(dropped_),
                 static_cast<long long>(cap), static_cast<long long>(total_steps_),
                 static_cast<long long>(cfg.optim.examples_per_step), static_cast<long long>(cfg.epochs),
-                resume_from_.empty() ? "fresh start" : ("resuming from " + resume_from_).c_str()));
+                resume_from.empty() ? "fresh start" : ("resuming from " + resume_from).c_str()));
   }
   world.barrier();
 }
@@ -508,7 +498,7 @@ SftResult SftRun::run() {
     if (!saved.empty()) result_.last_checkpoint = saved;
     if (!world_.is_root()) continue;
     if (!saved.empty()) rec["checkpoint"] = saved;
-    metrics_.write(rec);
+    ctx_.metrics().write(rec);
     result_.ce_masked.push_back(rec["ce_masked"].get<double>());
     log::info(log::format("step %lld/%lld [epoch %lld] loss %.4f ce_masked %.4f masked %lld/%lld lr %.3g gnorm %.3g | %.0f tok/s "
                 "%.2fs | %s%s",
@@ -568,7 +558,7 @@ json SftRun::step(int64_t s) {
       }
       ++r;
     }
-    const auto batch = make_sft_batch(mb, mn, block_, pad_id_, mask_id_, device_, score_);
+    const auto batch = make_sft_batch(mb, mn, block_, pad_id_, mask_id_, ctx_.device(), score_);
     auto l = sft_loss(cm, batch, score_);
     auto scaled = l.weighted_sum / label_tokens;
     scaled.backward();
@@ -583,7 +573,7 @@ json SftRun::step(int64_t s) {
   const double lr = warmup_ > 0 && s <= warmup_ ? cfg_.optim.lr * static_cast<double>(s) / static_cast<double>(warmup_)
                                                 : cfg_.optim.lr;
   weights_->step(lr, *comm_, cfg_.dist.bucket_mb << 20);
-  if (device_.is_cuda()) torch::cuda::synchronize();
+  if (ctx_.device().is_cuda()) torch::cuda::synchronize();
   dist::sum_over_ranks(*comm_, {&loss, &ce, &masked, &row_tokens});
   const double secs = t_step.elapsed_s();
   return json{{"step", s},
@@ -607,7 +597,7 @@ std::string SftRun::checkpoint(int64_t s) {
   ts.cursor = s;
   ts.config_yaml = yaml_;
   const auto so = learner_save_options(*comm_, cfg_.optim.zero1 ? world_.rank() : 0, world_.is_root(),
-                                       cfg_.ckpt.keep_last, src_.dir, side_files_);
+                                       cfg_.ckpt.keep_last, ctx_.model().dir, ctx_.side_files());
   // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0
   // writes it. No RNG state: the data order and the noise are functions of (seed, epoch, example).
   return weights_->save_checkpoint(cfg_.out, ts, so);
