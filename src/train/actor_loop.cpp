@@ -13,6 +13,7 @@
 #include "dice/rl/advantage.h"
 #include "dice/text/chat.h"
 #include "dice/train/eval_runner.h"
+#include "dice/train/sample_runs.h"
 #include "dice/train/task_prompt.h"
 #include "dice/util/fs.h"
 #include "dice/util/home.h"
@@ -63,29 +64,22 @@ ActorLoop::ActorLoop(const RlRunConfig& cfg, model::Transformer policy, const te
 nlohmann::json ActorLoop::evaluate(const StageData& st, int64_t samples, int64_t step) {
   const int64_t N = static_cast<int64_t>(st.tasks.size()) * samples;
   const auto shard = dist::shard_range(N, comm_.rank(), comm_.size());
-  std::vector<std::vector<int64_t>> prompts;
-  std::vector<int64_t> sample_of;  // prompt index -> sample
+  // noise streams of their own: training's are step * N_train + sample, far below 2^62
+  const uint64_t first = (uint64_t{1} << 62) + static_cast<uint64_t>(step * N);
+  std::vector<SampleItem> items;
   int64_t too_long = 0;
   for (int64_t s = shard.begin; s < shard.end; ++s) {
     const auto& ids = st.prompt_ids[static_cast<size_t>(s / samples)];
-    if (static_cast<int64_t>(ids.size()) > st.cfg.max_prompt_len) {
-      ++too_long;
-      continue;
-    }
-    prompts.push_back(ids);
-    sample_of.push_back(s);
+    const bool fits = static_cast<int64_t>(ids.size()) <= st.cfg.max_prompt_len;
+    too_long += !fits;
+    items.push_back({fits ? &ids : nullptr, first + static_cast<uint64_t>(s)});
   }
   judge::JudgeQueue queue(*judge_);
   sampler_->set_temperature(cfg_.temperature_of(st.cfg));
-  {
-    rollout::ScopedRecordFn to_judge(*sampler_, [&](int64_t i, const rollout::SampleRecord& rec) {
-      const int64_t s = sample_of[static_cast<size_t>(i)];
-      queue.submit(s, job_for(st, st.tasks[static_cast<size_t>(s / samples)], rec.response_ids));
-    });
-    // noise streams of their own: training's are step * N_train + sample, far below 2^62
-    const uint64_t first = (uint64_t{1} << 62) + static_cast<uint64_t>(step * N + shard.begin);
-    if (!prompts.empty()) sampler_->generate(prompts, first);
-  }
+  sample_runs(*sampler_, items, [&](size_t i, const rollout::SampleRecord& rec) {
+    const int64_t s = shard.begin + static_cast<int64_t>(i);
+    queue.submit(s, job_for(st, st.tasks[static_cast<size_t>(s / samples)], rec.response_ids));
+  });
   int64_t correct = 0, compiled = 0, fast_1 = 0;
   std::map<std::string, int64_t> failures;
   if (too_long) failures["prompt_too_long"] = too_long;
@@ -114,13 +108,8 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
   // CPUs while the GPU keeps sampling ----
   std::optional<judge::JudgeQueue> queue;
   if (!cfg_.reward.synthetic_kind()) queue.emplace(*judge_);
-  int64_t run_begin = 0;
-  rollout::ScopedRecordFn to_judge(*sampler_, !queue ? rollout::Sampler::RecordFn() :
-      [&](int64_t i, const rollout::SampleRecord& rec) {
-        const int64_t s = run_begin + i;
-        queue->submit(s, job_for(st, st.tasks[static_cast<size_t>(slots[s / G])], rec.response_ids));
-      });
   Timer t_sample;
+  std::vector<SampleItem> items;
   for (int64_t s = shard.begin; s < shard.end; ++s) {
     Rollout r;
     r.sample = s;
@@ -129,24 +118,24 @@ ActorOutput ActorLoop::step(const StageData& st, const std::vector<int64_t>& slo
     r.sampled = !too_long(s);
     out.mine.push_back(std::move(r));
   }
+  for (const auto& r : out.mine)
+    items.push_back({r.sampled ? &r.traj.prompt_ids : nullptr, static_cast<uint64_t>(step * N + r.sample)});
+  auto recs = sample_runs(*sampler_, items, !queue ? nullptr : std::function([&](size_t i, const rollout::SampleRecord& rec) {
+    const int64_t s = shard.begin + static_cast<int64_t>(i);
+    queue->submit(s, job_for(st, st.tasks[static_cast<size_t>(slots[s / G])], rec.response_ids));
+  }));
   int64_t response_tokens = 0;
-  for (int64_t i = shard.begin; i < shard.end;) {
-    if (too_long(i)) { ++i; continue; }
-    int64_t j = i;
-    std::vector<std::vector<int64_t>> prompts;
-    while (j < shard.end && !too_long(j)) prompts.push_back(out.mine[static_cast<size_t>(j++ - shard.begin)].traj.prompt_ids);
-    run_begin = i;
-    auto recs = sampler_->generate(prompts, static_cast<uint64_t>(step * N + i));
-    for (auto& rec : recs) {
-      auto& r = out.mine[static_cast<size_t>(i++ - shard.begin)];
-      r.traj.response_ids = std::move(rec.response_ids);
-      r.traj.step_map = std::move(rec.step_map);
-      r.traj.tail_ids = std::move(rec.tail_ids);
-      r.traj.tail_steps = std::move(rec.tail_steps);
-      r.logprobs = std::move(rec.logprobs);
-      r.stop_token = rec.stop_reason == "stop_token";
-      response_tokens += static_cast<int64_t>(r.traj.response_ids.size());
-    }
+  for (size_t i = 0; i < out.mine.size(); ++i) {
+    auto& r = out.mine[i];
+    if (!r.sampled) continue;
+    auto& rec = recs[i];
+    r.traj.response_ids = std::move(rec.response_ids);
+    r.traj.step_map = std::move(rec.step_map);
+    r.traj.tail_ids = std::move(rec.tail_ids);
+    r.traj.tail_steps = std::move(rec.tail_steps);
+    r.logprobs = std::move(rec.logprobs);
+    r.stop_token = rec.stop_reason == "stop_token";
+    response_tokens += static_cast<int64_t>(r.traj.response_ids.size());
   }
   m["time_sample_s"] = t_sample.elapsed_s();
   m["response_tokens"] = response_tokens;

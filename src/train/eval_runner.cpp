@@ -20,6 +20,7 @@
 #include "dice/train/eval_report.h"
 #include "dice/train/model_source.h"
 #include "dice/train/rl_config.h"
+#include "dice/train/sample_runs.h"
 #include "dice/train/sample_store.h"
 #include "dice/train/task_prompt.h"
 #include "dice/util/fs.h"
@@ -330,28 +331,19 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::On
       queue.submit(k, candidate_job(t, responses[k], cfg.answer == "middle" && t.infill.has_value()));
     };
     if (use_model) {
-      // Runs of consecutive item indices share one generate() call (noise stream = item index).
-      int64_t run_first = 0;
-      rollout::ScopedRecordFn to_judge(*sampler, [&](int64_t idx, const rollout::SampleRecord& r) {
-        const int64_t k = run_first + idx;
-        std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
-        responses[k] = tokenizer->decode(resp, /*skip_special=*/true);
-        gens[k] = r;
-        sampled_after_s[k] = chunk_timer.elapsed_s();
-        sampling.update(++sampled);
-        submit(k);
-      });
       // An item whose prompt does not fit a cache row cannot run: it becomes a failure record
       // naming the task (kept on resume), and the others go on.
       std::vector<std::vector<int64_t>> enc(static_cast<size_t>(n));
-      std::vector<char> runs(static_cast<size_t>(n), 1);
+      std::vector<SampleItem> items(static_cast<size_t>(n));
       const int64_t W = sampler->block_size();
       for (int64_t k = 0; k < n; ++k) {
         auto ids = tokenizer->encode(text::chat_prompt(prompts[k]));
         const int64_t L = static_cast<int64_t>(ids.size());
         const int64_t need = (L + cfg.sampler.max_new_tokens + W - 1) / W * W;
+        items[k].stream = static_cast<uint64_t>(todo[begin + k].index);  // noise stream = item index
         if (L > 0 && need <= cfg.sampler.max_len) {
           enc[k].assign(ids.begin(), ids.end());
+          items[k].prompt = &enc[k];
           continue;
         }
         const auto& t = tasks[todo[begin + k].task];
@@ -360,23 +352,19 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::On
                                        cfg.sampler.max_new_tokens, " it needs sampler.max_len >= ", need, " (it is ",
                                        cfg.sampler.max_len, "); not sampled, recorded as a failure");
         log::warn("eval: ", why);
-        runs[k] = 0;
         not_run_why[k] = why;
         ++not_run;
         sampling.update(++sampled);
         store_record(k, not_run_verdict(t, why));
       }
-      int64_t i = begin;
-      while (i < end) {
-        if (!runs[i - begin]) { ++i; continue; }
-        int64_t j = i + 1;
-        while (j < end && runs[j - begin] && todo[j].index == todo[j - 1].index + 1) ++j;
-        std::vector<std::vector<int64_t>> ids;
-        for (int64_t k = i; k < j; ++k) ids.push_back(std::move(enc[k - begin]));
-        run_first = i - begin;
-        sampler->generate(ids, static_cast<uint64_t>(todo[i].index));
-        i = j;
-      }
+      sample_runs(*sampler, items, [&](size_t k, const rollout::SampleRecord& r) {
+        std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
+        responses[k] = tokenizer->decode(resp, /*skip_special=*/true);
+        gens[k] = r;
+        sampled_after_s[k] = chunk_timer.elapsed_s();
+        sampling.update(++sampled);
+        submit(static_cast<int64_t>(k));
+      });
     } else {
       for (int64_t k = 0; k < n; ++k) {
         responses[k] = given.at(sample_key(tasks[todo[begin + k].task].id, todo[begin + k].sample));
