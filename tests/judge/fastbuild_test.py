@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -168,6 +169,63 @@ def test_split():
         pass
 
 
+# A device part that does not compile: the kernel reads `garbled_scale`, a word neither the torch
+# headers nor the host code know (what a sampled candidate writes), or another word in its place
+# (kScale: a constant of the host part, which the device part leaves out as it names torch).
+STANDS_CU = PRELUDE + r'''
+#include <torch/extension.h>
+constexpr int kScale = sizeof(torch::Half) == 2 ? 2 : 3;
+__global__ void k(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = WORD * x[i];
+}
+torch::Tensor run(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  const int n = (int)x.numel();
+  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  return y;
+}
+'''
+
+
+def test_error_stands():
+    """fastbuild._device_error_stands on nvcc's answers as nvcc words them, with a words file as
+    ext.py writes it (no compiler here: test_build compiles the same candidates both ways)."""
+    import ext  # noqa: E402
+    work = tempfile.mkdtemp(prefix="dice_stands_test_")
+    try:
+        reach = {"headers": ext.CUDA_PRELUDE_HEADERS, "words": ["Half", "tanhf", "x", "y"],
+                 "macros": ["C10_HOST_DEVICE", "TORCH_CHECK"]}
+        json.dump(reach, open(os.path.join(work, ext.CUDA_REACHABLE), "w"))
+        recipe = {"cuda_reachable_words": ext.CUDA_REACHABLE}
+
+        def stands(word, log=None, cu=STANDS_CU, recipe=recipe):
+            src = cu.replace("WORD", word)
+            norm = {"cuda_sources": [src]}
+            split = fb.split_cuda(src)
+            log = log if log is not None else ('device.cu(9): error: identifier "%s" is undefined\n'
+                                               '1 error detected in the compilation of "device.cu".\n' % word)
+            return fb._device_error_stands(norm, log, split, work, recipe)
+
+        check(stands("garbled_scale"), "a word nothing declares: the plain build fails the same way")
+        check(not stands("kScale"), "a word the host code declares (a constant kernels may read): the plain build decides")
+        check(not stands("Half"), "a word the torch headers declare: the plain build decides")
+        check(not stands("garbled_scale", recipe={}), "no words file in the recipe: the plain build decides")
+        check(not stands("garbled_scale", log='device.cu(9): error: expected a ";"\n'),
+              "a syntax error (its meaning can depend on the headers): the plain build decides")
+        check(not stands("garbled_scale", log='/usr/include/x.h(3): error: identifier "garbled_scale" is undefined\n'),
+              "an error outside device.cu: the plain build decides")
+        check(not stands("garbled_scale", cu=STANDS_CU.replace("constexpr", "#ifdef DICE_X\n#endif\nconstexpr")),
+              "a .cu that tests a macro: the plain build decides")
+        check(not stands("garbled_scale", cu=STANDS_CU.replace("#include <torch/extension.h>",
+                                                               "#include <ATen/native/Foo.h>")),
+              "a torch header the words file does not cover: the plain build decides")
+        check(not stands("garbled_scale", cu=STANDS_CU.replace("y[i] = ", "TORCH_CHECK(true); y[i] = ")),
+              "a torch macro in the device part (it could swallow the word): the plain build decides")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 MERGE_CU = PRELUDE + r'''
 #define THREADS 256
 __global__ void k(const float* x, float* y, int64_t n) { int64_t i = threadIdx.x; if (i < n) y[i] = x[i]; }
@@ -253,6 +311,10 @@ def test_build():
             [ext._MARK_INC], True, False)
         recipe = ext._recipe(probe, "dice_probe", True)
         recipe["link"] = re.sub(r"-l(c10_cuda|torch_cuda)\b", "", recipe["link"])
+        # torch 1.13 asks nvcc for C++14; CUDA 13's thrust, which c10 includes under nvcc, needs C++17
+        # (without it this machine's plain build of any .cu on torch/types.h fails; the GPU node's
+        # torch asks for C++17 itself)
+        recipe["cuda_compile"] = recipe["cuda_compile"].replace("-std=c++14", "-std=c++17")
         for k in ("cpp_compile", "cuda_compile", "host_compile", "link"):
             check("{name}" in recipe[k] or k == "link", "recipe %s names the module" % k)
         # the headers as text (no .gch here: g++ then reads the text, the same program)
@@ -264,6 +326,16 @@ def test_build():
         open(os.path.join(host_pch, "dice_cuda_types.h"), "w").write("#include <torch/types.h>\n#include <cuda_runtime.h>\n")
         recipe["host_pch"] = host_pch
         recipe["host_light"] = "dice_cuda_types.h"
+        t0 = time.time()
+        check(ext.write_cuda_reachable_words(*ext._plain_command(recipe["cuda_compile"]), pch, work),
+              "nvcc preprocesses the torch and CUDA headers for the words file")
+        recipe["cuda_reachable_words"] = ext.CUDA_REACHABLE
+        reach = json.load(open(os.path.join(pch, ext.CUDA_REACHABLE)))
+        print("words file: %d words, %d torch macros, headers %s, %.1f s"
+              % (len(reach["words"]), len(reach["macros"]), reach["headers"], time.time() - t0))
+        check({"Half", "TORCH_CHECK", "cudaMalloc", "at", "c10"} <= set(reach["words"]) and
+              "TORCH_CHECK" in reach["macros"] and "__global__" not in reach["macros"],
+              "the words file holds torch's and CUDA's names, and torch's macros apart from CUDA's")
         json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
         norm = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);", "cuda_sources": TRICKY,
                               "functions": ["run"], "extra_cuda_cflags": ["-O3", "--use_fast_math"]})
@@ -340,15 +412,33 @@ def test_build():
         check(ans["status"] == "ok" and "host_full" in ans.get("steps", {}),
               "a host part that uses torch::nn builds on the full header after the light one: %s %s"
               % (ans["status"], ans.get("log", "")[-1500:]))
-        # a kernel that does not compile: fallback, never a verdict of its own
-        bad = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
-                             "cuda_sources": PRELUDE + "__global__ void k(float* p) { undefined_thing(p); }\n"
-                             "torch::Tensor run(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }",
-                             "functions": ["run"]})
-        out2 = os.path.join(work, "out2")
-        os.makedirs(out2)
-        ans = fb.build(bad, "cd" * 32, {"pch": {"cuda": pch}}, out2, ext.forbidden_flag)
-        check(ans["status"] == "fallback", "a device part that fails hands over to the plain build, got %s" % ans["status"])
+        # a kernel that does not compile: compile_error when the word nvcc misses is nothing the plain
+        # build's headers or the host code could declare, else the plain build decides; each checked
+        # against the plain build of the whole .cu (nvcc on the torch headers, as load_inline builds it)
+        plain = {}
+        for key, label, word, want in (("c1", "garbled", "garbled_scale", "compile_error"),
+                                       ("c2", "host-declared", "kScale", "fallback")):
+            norm = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);", "functions": ["run"],
+                                  "cuda_sources": STANDS_CU.replace("WORD", word)})
+            d = os.path.join(work, "stands_" + word)
+            os.makedirs(d)
+            with open(os.path.join(d, "whole.cu"), "w") as fh:
+                fh.write("\n".join(norm["cuda_sources"]))
+            plain[label] = subprocess.Popen(fb._fill(recipe["cuda_compile"], name="dice_plain", src="whole.cu",
+                                                     obj="whole.o", inc="", extra=""), shell=True, cwd=d,
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            ans = fb.build(norm, key * 32, {"pch": {"cuda": pch}}, d, ext.forbidden_flag)
+            check(ans["status"] == want, "%s: a device part that fails gives %s, got %s: %s"
+                  % (label, want, ans["status"], ans.get("log", "")[-500:]))
+            check(want != "compile_error" or word in ans.get("log", ""), "%s: the log names %s" % (label, word))
+        for label, p in plain.items():
+            out = p.communicate()[0].decode(errors="replace")
+            if label == "garbled":
+                check(p.returncode != 0 and "garbled_scale" in out,
+                      "garbled: the plain build fails too, on the same word: %s" % out[-500:])
+            else:
+                check(p.returncode == 0, "host-declared: the plain build compiles it (the fallback was needed): %s"
+                      % out[-800:])
         # main.cpp failing is final (the plain build compiles the same text)
         bad_main = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x) { return undefined_fn(x); }",
                                   "functions": ["run"]})
@@ -536,6 +626,6 @@ def _short(v):
 
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "split"
-    {"split": test_split, "bind": test_bind, "build": test_build}[which]()
+    {"split": lambda: (test_split(), test_error_stands()), "bind": test_bind, "build": test_build}[which]()
     print("%s: %d failure(s)" % (which, len(failures)))
     sys.exit(1 if failures else 0)

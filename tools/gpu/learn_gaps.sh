@@ -33,7 +33,7 @@ ok = "yes" if rows and not bad else "NO " + str(bad or "(no verdicts)")
 print(f"twins: {len(rows)} judged, solutions pass and twins fail: {ok}")
 PY
 fi
-sft_default=epochs=200; [[ $learn == gaps_cuda_e2e ]] && sft_default=  # its config's own 400
+sft_default=; [[ $learn == gaps ]] && sft_default=epochs=200  # the CUDA runs: their configs' own (450, 400)
 DICE_BIN=$dice DICE_LEARN=$learn DICE_RUN_DIR=$run DICE_SFT_NP=1 DICE_NP=1 \
   DICE_SFT_SET=${DICE_SFT_SET:-$sft_default} DICE_RL_SET="dist.colocated=true ${DICE_RL_SET:-}" OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} \
   timeout "${LIMIT_S:-480}" bash launch/learn_gaps.sh > "$OUT/learn_gaps.log" 2>&1

@@ -377,8 +377,12 @@ def _scope_names(text):
     parameter lists, template arguments or initializers), every name a declaration introduces: the
     word after class/struct/union/enum/namespace and the last word before ( = , ; [ or }. Inline and
     unnamed namespaces add nothing to the path. Also the using-directives {(path of the namespace
-    that holds it, target names)} and the using-declarations {(path, name, target names)}."""
-    names, directives, usings = set(), set(), set()
+    that holds it, target names)}, the using-declarations {(path, name, target names)} and `words`:
+    every word at namespace scope outside parentheses and template brackets (a superset of the names declared there,
+    whatever follows them: attributes, initializers), every macro name, and every word anywhere that
+    a parenthesis follows (functions declared in classes too: a hidden friend that argument-dependent
+    lookup finds)."""
+    names, directives, usings, words = set(), set(), set(), set()
     braces, stmt, parens, angles, path = [], [], 0, 0, []
     body = []
     for line in text.splitlines():
@@ -386,12 +390,17 @@ def _scope_names(text):
             m = re.match(r"#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", line)
             if m:
                 names.add(((), m.group(1)))
+                words.add(m.group(1))
             continue
         body.append(line)
+    text = "\n".join(body)
+    words.update(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", text))
     last = None  # the previous word outside parentheses
-    for m in _TOKEN.finditer("\n".join(body)):
+    for m in _TOKEN.finditer(text):
         t = m.group(0)
         open_scope = all(k == "open" for k, _, _ in braces)
+        if open_scope and parens == 0 and angles == 0 and (t[0].isalpha() or t[0] == "_"):
+            words.add(t)
         tagged = t == "{" and any(w in _TAG_WORDS for w in stmt)  # its name is the word after the tag
         if t in "({[=,;}" and last and last not in _KEYWORDS and open_scope and parens == 0 and angles == 0 \
                 and not tagged:
@@ -437,7 +446,7 @@ def _scope_names(text):
                 names.add((tuple(path), t))
             stmt.append(t)
         last = t if (t[0].isalpha() or t[0] == "_") and parens == 0 else None
-    return names, directives, usings
+    return names, directives, usings, words
 
 
 def _full_only_names(cmd_prefix, post, d, cwd):
@@ -450,7 +459,7 @@ def _full_only_names(cmd_prefix, post, d, cwd):
         if r.returncode != 0:
             return None
         seen.append(_scope_names(r.stdout))
-    (full, directives, usings), (light, _, _) = seen
+    (full, directives, usings, _), (light, _, _, _) = seen
     # a using-declaration of what the light header declares names the same entity: nothing new
     full = full | {(path, name) for path, name, target in usings
                    if not any(p[len(p) - len(target):] == target for p, n in light if n == name)}
@@ -471,6 +480,45 @@ def write_full_only_names(cmd_prefix, post, d, cwd):
         with open(os.path.join(d, FULL_ONLY_NAMES), "w") as fh:
             fh.write("".join("%s\t%s\n" % (n, ",".join(sorted(v))) for n, v in sorted(names.items())))
     return names
+
+
+# What the plain build of a .cu reads before the candidate's text (load_inline's cuda.cu prelude and
+# the torch headers a candidate's .cu may include itself), and every word that text can make a
+# name reachable by at namespace scope or as a macro, as nvcc's host pass preprocesses it (the pass
+# that parses every function body, device code too): fastbuild.py takes a device part's
+# `identifier "X" is undefined` as the candidate's compile error when X is none of these words.
+CUDA_REACHABLE = "cuda_reachable_words.json"
+CUDA_PRELUDE_HEADERS = ["torch/types.h", "torch/torch.h"] + HOST_HEADERS
+
+
+def write_cuda_reachable_words(cuda_prefix, cuda_post, d, cwd):
+    """CUDA_REACHABLE in d: {"headers": the includes it covers, "words": [...], "macros": the macros
+    these headers define beyond cuda.h and cuda_runtime.h (which the device part includes too)};
+    False when nvcc cannot preprocess even torch/types.h with cuda.h and cuda_runtime.h."""
+    src = os.path.join(cwd, "dice_reachable.cu")
+
+    def preprocessed(headers):
+        with open(src, "w") as fh:
+            fh.write("".join("#include <%s>\n" % h for h in headers))
+        r = subprocess.run("%s -E -Xcompiler -dD %s %s" % (cuda_prefix, src, cuda_post), shell=True, cwd=cwd,
+                           capture_output=True, text=True, errors="replace")
+        return r.stdout if r.returncode == 0 and r.stdout else None
+
+    def macros(text):
+        return set(re.findall(r"^#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)", text, re.M))
+
+    base = preprocessed(["cuda.h", "cuda_runtime.h"])
+    if base is None:
+        return False
+    for headers in (CUDA_PRELUDE_HEADERS, ["torch/types.h", "torch/extension.h", "cuda.h", "cuda_runtime.h"],
+                    ["torch/types.h", "cuda.h", "cuda_runtime.h"]):
+        text = preprocessed(headers)
+        if text is not None:
+            with open(os.path.join(d, CUDA_REACHABLE), "w") as fh:
+                json.dump({"headers": headers, "words": sorted(_scope_names(text)[3]),
+                           "macros": sorted(macros(text) - macros(base))}, fh)
+            return True
+    return False
 
 
 def _plain_command(template):
@@ -589,6 +637,8 @@ def _build_pch(d, key, cuda):
                 recipe["bind_header"] = BIND_PCH_HEADER
                 if write_full_only_names(plain, post, d, tmp) is not None:
                     recipe["full_only_names"] = FULL_ONLY_NAMES
+        if cuda and write_cuda_reachable_words(*_plain_command(recipe["cuda_compile"]), d, tmp):
+            recipe["cuda_reachable_words"] = CUDA_REACHABLE
         with open(os.path.join(d, "recipe.json"), "w") as fh:  # the fast builder's commands
             json.dump(recipe, fh, indent=1)
         return True

@@ -692,6 +692,49 @@ def _light_error_stands(norm, log, pch_dir, recipe):
     return True
 
 
+# An error of nvcc in the device part's own text: device.cu(line): error: identifier "X" is undefined
+_DEVICE_UNDEFINED = re.compile(r'^device\.cu\(\d+\): error: identifier "([A-Za-z_][A-Za-z0-9_]*)" is undefined$', re.M)
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef)\b", re.M)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _device_error_stands(norm, log, split, pch_dir, recipe):
+    """Whether the device part's compile error is one the plain build of the whole .cu makes too, so
+    that it need not be built (nvcc parsing the torch headers: seconds a candidate). The device part
+    is the .cu's text less its torch includes and host items, in the same order; the plain build
+    reads the same text after the torch headers. Yes only when nvcc says `identifier "X" is undefined`
+    in the device part and X is no word that could name something there: no word of the host items,
+    and none of ext.py's CUDA_REACHABLE words (what the torch and CUDA headers of the plain build
+    declare at namespace scope or as macros, or call anywhere, as nvcc's host pass reads them; that
+    pass parses every function body). And the rest must be the same program: the .cu includes no
+    torch header outside those CUDA_REACHABLE read, tests no macro (#if/#ifdef: a torch macro could
+    flip it) and uses no macro the torch headers define (it could swallow the undefined word)."""
+    words_file = recipe.get("cuda_reachable_words")
+    undefined = _DEVICE_UNDEFINED.findall(log)
+    if not words_file or not undefined:
+        return False
+    src = "\n".join(norm["cuda_sources"])
+    if _CONDITIONAL.search(src):
+        return False
+    try:
+        with open(os.path.join(pch_dir, words_file)) as fh:
+            reach = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    covered = set(reach.get("headers", []))
+    if any(TORCH_INCLUDE.match(line) and _INCLUDE.match(line).group(1) not in covered
+           for line in src.splitlines() if _INCLUDE.match(line)):
+        return False
+    dev_src, host_src, _ = split
+    # every word of the text, preprocessor lines, strings and comments included (more than enough)
+    if set(_WORD.findall(dev_src)) & set(reach.get("macros", [])):
+        return False
+    host_words = set(_WORD.findall(host_src))
+    known = set(reach.get("words", []))
+    return any(x not in known and x not in host_words for x in undefined)
+
+
 def _bound_main(norm, header, light=False):
     """main.cpp with a dice_bind table instead of a pybind11 module (dice_bind.h); None when the
     functions cannot be named that way (the pybind11 main.cpp is used then). light: on torch/types.h,
@@ -996,6 +1039,8 @@ def build(norm, key, settings, out_dir, forbidden_flag):
         ok.update(parts.run([("host_full", jobs[1][1], "host.o", host_text)], steps, logs))
         ok["host"], logs["host"] = ok["host_full"], logs["host_full"]
     if split is not None:
+        if not ok.get("device") and _device_error_stands(norm, logs.get("device", ""), split, pch_dir, recipe):
+            return {"status": "compile_error", "log": logs["device"][-6000:], "steps": steps}
         if not (ok.get("host") and ok.get("device")):
             failed = "host" if not ok.get("host") else "device"
             return {"status": "fallback", "log": "fast build: the %s part did not compile:\n%s" % (failed, logs[failed][-3000:]),
