@@ -637,8 +637,12 @@ def _build_pch(d, key, cuda):
                 recipe["bind_header"] = BIND_PCH_HEADER
                 if write_full_only_names(plain, post, d, tmp) is not None:
                     recipe["full_only_names"] = FULL_ONLY_NAMES
-        if cuda and write_cuda_reachable_words(*_plain_command(recipe["cuda_compile"]), d, tmp):
-            recipe["cuda_reachable_words"] = CUDA_REACHABLE
+        try:  # without it every device part that fails goes to the plain build (slower, same verdicts)
+            if cuda and recipe.get("cuda_compile") and \
+                    write_cuda_reachable_words(*_plain_command(recipe["cuda_compile"]), d, tmp):
+                recipe["cuda_reachable_words"] = CUDA_REACHABLE
+        except (OSError, ValueError, subprocess.SubprocessError):
+            pass
         with open(os.path.join(d, "recipe.json"), "w") as fh:  # the fast builder's commands
             json.dump(recipe, fh, indent=1)
         return True
