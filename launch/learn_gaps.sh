@@ -45,15 +45,18 @@ t0=$(date +%s)
 stamp() { echo "learn_gaps: $1 ($(( $(date +%s) - t0 )) s)"; }
 
 [[ -f $run/model/config.json ]] || "$dice" ckpt init --config "$model_cfg" --out "$run/model" --seed 1
-# While SFT trains (one core), the judge builds its precompiled headers (once per cache) and judges
-# each task's solution and wrong twin, the programs SFT teaches, into the run's cache (its own
-# process): the evals and RL still judge every sample; they find these builds made.
+# While SFT trains (one core; on the GPU node the GPU), the judge builds its precompiled headers
+# (once per cache) and judges each task's solution and wrong twin, the programs SFT teaches, into the
+# run's cache (its own process): the evals and RL still judge every sample; they find these builds
+# made (and, with judge.reuse_verdicts, these verdicts: on the GPU node their timings were taken
+# beside SFT's kernels, which moves speedups, never correctness).
 tasks=$(sed -n 's/^ *path: *//p' configs/learn/${learn}_sft.yaml | head -1)
 prejudge=
-if [[ $learn != gaps_cuda* && ! -s $run/prejudge.jsonl ]]; then
+judge_device=cpu; [[ $learn == gaps_cuda* ]] && judge_device=cuda
+if [[ ! -s $run/prejudge.jsonl ]]; then
   python3 tools/gap_candidates.py "$tasks" solution,twin > "$run/prejudge_candidates.jsonl"
   "$dice" judge --tasks "$tasks" --candidates "$run/prejudge_candidates.jsonl" --out "$run/prejudge.part" --overwrite \
-    --set device=cpu --set "cache_root=$run/judge_cache" > "$run/prejudge.log" 2>&1 &
+    --set device=$judge_device --set "cache_root=$run/judge_cache" > "$run/prejudge.log" 2>&1 &
   prejudge=$!
   trap '[[ -n $prejudge ]] && kill "$prejudge" 2>/dev/null' EXIT  # a failed step ends the warm-up too
 fi
