@@ -82,6 +82,7 @@ struct LearnerBenchArgs {
   int64_t steps = 1;  // timed steps (after one warm-up step)
   std::string checkpoint = "auto";  // auto | all | off | N (layers)
   std::string optimizer = "auto";   // auto | on | off
+  int zero1_of = 0;                 // > 1: rank 0 of this many ZeRO-1 learners (its AdamW share)
   int64_t attn_chunk = 256;
   int64_t logit_chunk = 2048;
   bool peer = true;
@@ -388,7 +389,8 @@ void run_bench(const LearnerBenchArgs& a) {
     if (a.layers > 0) cfg.num_hidden_layers = std::min(cfg.num_hidden_layers, a.layers);
     const int64_t P = shape == "tiny" ? std::min<int64_t>(a.prompt_len, 64) : a.prompt_len;
     const int64_t R = shape == "tiny" ? std::min<int64_t>(a.response_len, 256) : a.response_len;
-    const bool optim = a.optimizer == "on" || (a.optimizer == "auto" && shape != "sdar-8b");
+    const bool optim = a.optimizer == "on" || (a.optimizer == "auto" && (shape != "sdar-8b" || a.zero1_of > 1));
+    const double adam_share = a.zero1_of > 1 ? 1.0 / a.zero1_of : 1.0;  // of the AdamW moments here
     // The peer first, while this process holds no GPU memory.
     nlohmann::json peer;
     if (a.peer) {
@@ -413,7 +415,7 @@ void run_bench(const LearnerBenchArgs& a) {
         if (a.checkpoint == "off") return 0;
         if (a.checkpoint != "auto") return std::stoll(a.checkpoint);
         const double params = static_cast<double>(cfg.num_parameters());
-        const double fixed = params * (4 + 4 + (optim ? 8 : 0) + (dev.is_cuda() ? 4 : 0)) +
+        const double fixed = params * (4 + 4 + (optim ? 8 * adam_share : 0) + (dev.is_cuda() ? 4 : 0)) +
                              4.0 * a.logit_chunk * cfg.vocab_size * 4 + 4e9;
         const double per_token = fused ? 18.0 * cfg.hidden_size + 3.5 * cfg.intermediate_size
                                        : 24.0 * cfg.hidden_size + 6.0 * cfg.intermediate_size;
@@ -436,6 +438,7 @@ void run_bench(const LearnerBenchArgs& a) {
         rc.optim.grad_clip = 1.0;
         train::LearnerLoop::Options lo;
         lo.optimizer = optim;
+        lo.zero1_of = a.zero1_of;
         lo.sync_timing = true;
         std::unique_ptr<train::LearnerLoop> lp;
         bool fits = true;
@@ -462,7 +465,10 @@ void run_bench(const LearnerBenchArgs& a) {
         }
         if (!fits) {
           std::printf("%-10s %-8s %-9s does not fit on this device (%s, %s)\n", shape.c_str(), strategy.c_str(),
-                      path.c_str(), optim ? "with AdamW state" : "without optimizer state",
+                      path.c_str(),
+                      !optim ? "without optimizer state"
+                      : a.zero1_of > 1 ? str("with 1/", a.zero1_of, " of the AdamW state").c_str()
+                                       : "with AdamW state",
                       rc.optim.checkpoint_layers ? "checkpointed layers" : "no checkpointing");
           std::fflush(stdout);
           results.push_back({{"shape", shape}, {"strategy", strategy}, {"path", path}, {"fits", false}});
@@ -505,7 +511,10 @@ void run_bench(const LearnerBenchArgs& a) {
                     rc.optim.checkpoint_layers == 0 ? ""
                     : rc.optim.checkpoint_layers < 0 ? "; every layer checkpointed"
                                                      : str("; ", rc.optim.checkpoint_layers, " layers checkpointed").c_str(),
-                    optim ? "" : "; no optimizer state (--optimizer off)");
+                    !optim ? "; no optimizer state (--optimizer off)"
+                    : a.zero1_of > 1 ? str("; AdamW state of 1/", a.zero1_of, " (rank 0 of ", a.zero1_of,
+                                           " ZeRO-1 learners, nothing broadcast)").c_str()
+                                     : "");
         std::fflush(stdout);
         nlohmann::json row = {{"shape", shape}, {"strategy", strategy}, {"path", path}, {"prompt_len", P},
                               {"response_len", R}, {"responses", a.responses}, {"reference_rows", ref.rows},
@@ -516,6 +525,7 @@ void run_bench(const LearnerBenchArgs& a) {
                               {"time_optimizer_s", opt_s / steps}, {"time_allreduce_s", ar_s / steps},
                               {"old_logp_share", old_share},
                               {"checkpoint", rc.optim.checkpoint_layers}, {"optimizer", optim},
+                              {"zero1_of", a.zero1_of},
                               {"loss", m["loss"]}, {"grad_norm", m["grad_norm"]}};
         if (a.peer) {
           row["peer"] = peer;
@@ -737,6 +747,10 @@ void setup_learner(CLI::App& cmd) {
                  "activation checkpointing: auto (what fits), all, off, or a number of layers (the peer: only with all)");
   cmd.add_option("--optimizer", a->optimizer, "AdamW state and update: auto (off for 8B only), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd.add_option("--zero1-of", a->zero1_of,
+                 "measure rank 0 of N ZeRO-1 learners: its share of the AdamW state (1/N) and update, nothing "
+                 "broadcast (optimizer auto: on, 8B included)")
+      ->check(CLI::Range(0, 4096));
   cmd.add_option("--attn-chunk", a->attn_chunk, "trace.attn_chunk");
   cmd.add_option("--logit-chunk", a->logit_chunk, "trace.logit_chunk");
   cmd.add_flag("!--no-peer", a->peer, "skip the PyTorch peer");

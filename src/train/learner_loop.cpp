@@ -66,14 +66,20 @@ rl::TraceBatch collate_rows(const std::vector<std::pair<size_t, size_t>>& which,
 }
 
 MasterWeightsOptions weights_options(const RlRunConfig& cfg, const model::Transformer& master, const dist::Comm& comm,
-                                     bool optimizer) {
+                                     const LearnerOptions& opts) {
   MasterWeightsOptions o;
   o.compute_dtype = compute_dtype_for(cfg.optim.compute_dtype, master->device(), master->dtype());
-  o.optimizer = optimizer;
+  o.optimizer = opts.optimizer;
   o.adam = {cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay};
   o.zero1 = cfg.optim.zero1;
   o.shard = cfg.optim.zero1 ? comm.rank() : 0;
   o.shards = cfg.optim.zero1 ? comm.size() : 1;
+  if (opts.zero1_of > 1) {  // rank 0's share, nothing broadcast (a bench's memory measurement)
+    DICE_REQUIRE(comm.size() == 1, "LearnerOptions::zero1_of measures one learner; this group has ", comm.size());
+    o.zero1 = false;
+    o.shard = 0;
+    o.shards = opts.zero1_of;
+  }
   return o;
 }
 
@@ -82,7 +88,7 @@ MasterWeightsOptions weights_options(const RlRunConfig& cfg, const model::Transf
 LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist::Comm& learners,
                          std::optional<model::Transformer> reference, Options opts)
     : cfg_(cfg),
-      weights_(master, weights_options(cfg, master, learners, opts.optimizer)),
+      weights_(master, weights_options(cfg, master, learners, opts)),
       comm_(learners),
       reference_(std::move(reference)),
       opts_(opts) {

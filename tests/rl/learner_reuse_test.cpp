@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <map>
+#include <string>
 #include <tuple>
 
 #include "dice/dist/comm.h"
@@ -139,6 +141,51 @@ TEST(LearnerLoop, ScoresAtTheStagesTemperature) {
     EXPECT_LT(gap(0.6), 1e-4) << "fast " << fast;
     EXPECT_GT(gap(0), 1e-2) << "fast " << fast << ": 0 = sampler.temperature, 1 here";
   }
+}
+
+// LearnerOptions::zero1_of (`dice bench learner --zero1-of`): one learner holds the AdamW moments of
+// ZeRO-1's first shard of N and updates only those parameters, the others as they were.
+TEST(LearnerLoop, Zero1OfHoldsAndUpdatesTheFirstShardOnly) {
+  auto sampler_model = policy();
+  const auto rs = rollouts(sampler_model);
+  RlRunConfig cfg;
+  cfg.optim.lr = 1e-3;
+  cfg.optim.compute_dtype = "float32";
+  auto count = [](const model::NamedTensors& ts) {
+    int64_t n = 0;
+    for (const auto& [name, t] : ts) n += t.numel();
+    return n;
+  };
+  auto comm = dist::self_comm(torch::kCPU, {"learners", "learner", 0});
+  auto whole_master = policy();
+  LearnerLoop whole(cfg, whole_master, *comm);
+  whole.step(rs);
+  LearnerOptions lo;
+  lo.zero1_of = 4;
+  auto share_master = policy();
+  std::map<std::string, torch::Tensor> before;
+  int64_t params = 0;
+  for (const auto& p : share_master->named_parameters()) {
+    before[p.key()] = p.value().detach().clone();
+    params += p.value().numel();
+  }
+  LearnerLoop share(cfg, share_master, *comm, std::nullopt, lo);
+  share.step(rs);
+  const auto all = whole.optimizer().state(), mine = share.optimizer().state();
+  EXPECT_EQ(count(all.m), params);
+  EXPECT_GT(count(mine.m), 0);
+  EXPECT_LT(count(mine.m), count(all.m) / 2) << "about a quarter of the moments";
+  int64_t moved = 0, kept = 0;
+  for (const auto& p : share_master->named_parameters()) {
+    const std::string& name = p.key();
+    const bool owned = mine.m.count(name) > 0;
+    const bool changed = !torch::equal(p.value().detach(), before.at(name));
+    moved += owned && changed;
+    kept += !owned && !changed;
+    EXPECT_FALSE(!owned && changed) << name << " is not in the first shard, yet it moved";
+  }
+  EXPECT_GT(moved, 0);
+  EXPECT_GT(kept, 0);
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ struct LearnerOptions {
   // happened yet in the step, so they are the same numbers): its micro-batches skip the no-grad
   // pass. false: every micro-batch is scored twice (the definition the tests compare with).
   bool reuse_first_forward = true;
+  // > 1: this learner holds the AdamW state of ZeRO-1's first shard of `zero1_of` and updates only
+  // those parameters, without a communicator of that size (the others would broadcast theirs): the
+  // memory of rank 0 of `zero1_of` learners, measured on one device (`dice bench learner --zero1-of`).
+  int zero1_of = 0;
 };
 
 class LearnerLoop {
