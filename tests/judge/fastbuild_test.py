@@ -413,8 +413,10 @@ def test_build():
               "a host part that uses torch::nn builds on the full header after the light one: %s %s"
               % (ans["status"], ans.get("log", "")[-1500:]))
         # a kernel that does not compile: compile_error when the word nvcc misses is nothing the plain
-        # build's headers or the host code could declare, else the plain build decides; each checked
-        # against the plain build of the whole .cu (nvcc on the torch headers, as load_inline builds it)
+        # build's headers or the host code could declare (checked against the plain build of the whole
+        # .cu: nvcc on the torch headers, as load_inline builds it, ~60 CPU-s), else the plain build
+        # decides (a kernel reading the host part's constant: the plain build compiles it, which this
+        # test ran once, 2026-12-07, and leaves out for its minute)
         plain = {}
         for key, label, word, want in (("c1", "garbled", "garbled_scale", "compile_error"),
                                        ("c2", "host-declared", "kScale", "fallback")):
@@ -424,21 +426,18 @@ def test_build():
             os.makedirs(d)
             with open(os.path.join(d, "whole.cu"), "w") as fh:
                 fh.write("\n".join(norm["cuda_sources"]))
-            plain[label] = subprocess.Popen(fb._fill(recipe["cuda_compile"], name="dice_plain", src="whole.cu",
-                                                     obj="whole.o", inc="", extra=""), shell=True, cwd=d,
-                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if want == "compile_error":
+                plain[label] = subprocess.Popen(fb._fill(recipe["cuda_compile"], name="dice_plain", src="whole.cu",
+                                                         obj="whole.o", inc="", extra=""), shell=True, cwd=d,
+                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             ans = fb.build(norm, key * 32, {"pch": {"cuda": pch}}, d, ext.forbidden_flag)
             check(ans["status"] == want, "%s: a device part that fails gives %s, got %s: %s"
                   % (label, want, ans["status"], ans.get("log", "")[-500:]))
             check(want != "compile_error" or word in ans.get("log", ""), "%s: the log names %s" % (label, word))
         for label, p in plain.items():
             out = p.communicate()[0].decode(errors="replace")
-            if label == "garbled":
-                check(p.returncode != 0 and "garbled_scale" in out,
-                      "garbled: the plain build fails too, on the same word: %s" % out[-500:])
-            else:
-                check(p.returncode == 0, "host-declared: the plain build compiles it (the fallback was needed): %s"
-                      % out[-800:])
+            check(p.returncode != 0 and "garbled_scale" in out,
+                  "%s: the plain build fails too, on the same word: %s" % (label, out[-500:]))
         # main.cpp failing is final (the plain build compiles the same text)
         bad_main = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x) { return undefined_fn(x); }",
                                   "functions": ["run"]})
