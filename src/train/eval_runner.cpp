@@ -213,6 +213,179 @@ judge::Verdict not_run_verdict(const judge::Task& t, const std::string& why) {
   return v;
 }
 
+// The model a rank samples with (when it has items to sample).
+struct EvalPolicy {
+  std::optional<model::Transformer> model;
+  std::optional<text::Tokenizer> tokenizer;
+  std::unique_ptr<rollout::Sampler> sampler;
+};
+
+EvalPolicy load_eval_policy(const EvalConfig& cfg, const ModelSource& src, torch::Device device) {
+  EvalPolicy p;
+  p.tokenizer = text::Tokenizer::from_dir(src.dir);
+  const torch::Dtype dtype = cfg.dtype == "float16"    ? torch::kFloat16
+                             : cfg.dtype == "bfloat16" ? torch::kBFloat16
+                             : cfg.dtype == "float32"  ? torch::kFloat32
+                                                       : default_dtype(device);
+  p.model = load_policy(src, dtype, device);
+  text::check_compatible(*p.tokenizer, (*p.model)->config().vocab_size, (*p.model)->config().mask_token_id);
+  p.sampler = std::make_unique<rollout::Sampler>(*p.model, cfg.sampler);
+  return p;
+}
+
+// This rank's items, a chunk at a time: each prompt rendered, sampled (or its given response
+// taken) and handed to the judge the moment it is decoded; each record stored as soon as its
+// verdict is final, so a job killed mid-chunk (a Slurm time limit) loses only the candidates still
+// being judged.
+class EvalShard {
+ public:
+  EvalShard(const EvalConfig& cfg, const std::vector<judge::Task>& tasks, const std::vector<Item>& todo,
+            const std::map<std::string, std::string>& given, const std::string& ckpt_dir, EvalPolicy* policy,
+            judge::Judge& judger, SampleStore& store, int64_t items)
+      : cfg_(cfg), tasks_(tasks), todo_(todo), given_(given), ckpt_dir_(ckpt_dir), policy_(policy), judger_(judger),
+        store_(store), prompter_(cfg.prompt_template), progress_("eval: judged", items),
+        sampling_("eval: sampled", items) {}
+
+  // Items todo[begin, end).
+  void run(int64_t begin, int64_t end);
+  void finish() { progress_.finish(); }
+  int64_t not_run() const { return not_run_; }
+
+ private:
+  struct Chunk;
+  void store_record(Chunk& c, int64_t k, const judge::Verdict& verdict);
+  void sample(Chunk& c, judge::JudgeQueue& queue);
+
+  const EvalConfig& cfg_;
+  const std::vector<judge::Task>& tasks_;
+  const std::vector<Item>& todo_;
+  const std::map<std::string, std::string>& given_;
+  const std::string& ckpt_dir_;
+  EvalPolicy* policy_;  // nullptr: the responses are given
+  judge::Judge& judger_;
+  SampleStore& store_;
+  TaskPrompter prompter_;
+  log::Progress progress_, sampling_;
+  int64_t finished_ = 0, sampled_ = 0, not_run_ = 0;
+};
+
+// One chunk's slots, filled before their job is submitted (the judge's worker reads slot k only after).
+struct EvalShard::Chunk {
+  int64_t begin = 0, n = 0;
+  std::vector<std::string> prompts, responses, not_run_why;  // not_run_why: set before such an item is stored
+  std::vector<rollout::SampleRecord> gens;
+  std::vector<double> sampled_after_s;
+  Timer timer;
+  int64_t judged = 0;
+  std::string store_error;  // the judge's worker calls store_record: errors are raised after drain()
+  std::mutex mu;            // the judge's worker and this thread (items that cannot run) both store
+};
+
+void EvalShard::store_record(Chunk& c, int64_t k, const judge::Verdict& verdict) {
+  std::lock_guard<std::mutex> hold(c.mu);
+  progress_.update(finished_ + ++c.judged);
+  if (!c.store_error.empty()) return;
+  const Item& item = todo_[c.begin + k];
+  const auto& t = tasks_[item.task];
+  json rec = {{"task_id", t.id},
+              {"sample_id", item.sample},
+              {"level", t.level},
+              {"difficulty", t.difficulty},
+              {"prompt", c.prompts[k]},
+              {"response", c.responses[k]},
+              {"verdict", verdict},
+              {"timings", {{"sampled_after_s", c.sampled_after_s[k]}, {"judged_after_s", c.timer.elapsed_s()}}}};
+  if (!c.not_run_why[k].empty()) {
+    rec["checkpoint"] = ckpt_dir_;
+    rec["not_run"] = c.not_run_why[k];
+  } else if (policy_) {
+    rec["checkpoint"] = ckpt_dir_;
+    rec["response_tokens"] = c.gens[k].response_ids.size();
+    rec["stop_reason"] = c.gens[k].stop_reason;
+    rec["denoising_steps"] = c.gens[k].steps;
+    rec["prompt_tokens"] = c.gens[k].prompt_ids.size();
+  } else {
+    rec["source"] = cfg_.use_solutions ? "solutions" : cfg_.responses;
+  }
+  try {
+    store_.append(rec);
+  } catch (const std::exception& e) {
+    c.store_error = e.what();
+  }
+}
+
+void EvalShard::run(int64_t begin, int64_t end) {
+  Chunk c;
+  c.begin = begin;
+  c.n = end - begin;
+  const auto n = static_cast<size_t>(c.n);
+  c.prompts.resize(n);
+  c.responses.resize(n);
+  c.not_run_why.resize(n);
+  c.gens.resize(n);
+  c.sampled_after_s.assign(n, 0.0);
+  for (int64_t k = 0; k < c.n; ++k) {
+    const auto& t = tasks_[todo_[begin + k].task];
+    c.prompts[k] = prompter_(t, t.infill.has_value());
+  }
+  c.timer.reset();
+  // The same pipeline as the RL actor: each sequence goes to the judge as soon as it is decoded.
+  judge::JudgeQueue queue(judger_, [&](int64_t k, const judge::Verdict& v) { store_record(c, k, v); });
+  if (policy_) {
+    sample(c, queue);
+  } else {
+    for (int64_t k = 0; k < c.n; ++k) {
+      const auto& t = tasks_[todo_[begin + k].task];
+      c.responses[k] = given_.at(sample_key(t.id, todo_[begin + k].sample));
+      queue.submit(k, candidate_job(t, c.responses[k], cfg_.answer == "middle" && t.infill.has_value()));
+    }
+  }
+  queue.drain();
+  if (!c.store_error.empty()) throw Error(c.store_error);
+  finished_ += c.n;
+  progress_.update(finished_);
+}
+
+void EvalShard::sample(Chunk& c, judge::JudgeQueue& queue) {
+  const text::Tokenizer& tok = *policy_->tokenizer;
+  rollout::Sampler& sampler = *policy_->sampler;
+  // An item whose prompt does not fit a cache row cannot run: it becomes a failure record naming
+  // the task (kept on resume), and the others go on.
+  std::vector<std::vector<int64_t>> enc(static_cast<size_t>(c.n));
+  std::vector<SampleItem> items(static_cast<size_t>(c.n));
+  const int64_t W = sampler.block_size();
+  for (int64_t k = 0; k < c.n; ++k) {
+    auto ids = tok.encode(text::chat_prompt(c.prompts[k]));
+    const int64_t L = static_cast<int64_t>(ids.size());
+    const int64_t need = (L + cfg_.sampler.max_new_tokens + W - 1) / W * W;
+    items[k].stream = static_cast<uint64_t>(todo_[c.begin + k].index);  // noise stream = item index
+    if (L > 0 && need <= cfg_.sampler.max_len) {
+      enc[k].assign(ids.begin(), ids.end());
+      items[k].prompt = &enc[k];
+      continue;
+    }
+    const auto& t = tasks_[todo_[c.begin + k].task];
+    std::string why = L == 0 ? str("task '", t.id, "': the prompt is empty; not sampled")
+                             : str("task '", t.id, "': the prompt has ", L, " tokens; with sampler.max_new_tokens ",
+                                   cfg_.sampler.max_new_tokens, " it needs sampler.max_len >= ", need, " (it is ",
+                                   cfg_.sampler.max_len, "); not sampled, recorded as a failure");
+    log::warn("eval: ", why);
+    c.not_run_why[k] = why;
+    ++not_run_;
+    sampling_.update(++sampled_);
+    store_record(c, k, not_run_verdict(t, why));
+  }
+  sample_runs(sampler, items, [&](size_t k, const rollout::SampleRecord& r) {
+    std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
+    c.responses[k] = tok.decode(resp, /*skip_special=*/true);
+    c.gens[k] = r;
+    c.sampled_after_s[k] = c.timer.elapsed_s();
+    sampling_.update(++sampled_);
+    const auto& t = tasks_[todo_[c.begin + static_cast<int64_t>(k)].task];
+    queue.submit(static_cast<int64_t>(k), candidate_job(t, c.responses[k], cfg_.answer == "middle" && t.infill.has_value()));
+  });
+}
+
 }  // namespace
 
 EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::OnMismatch on_mismatch) {
@@ -251,134 +424,20 @@ EvalResult run_eval(const EvalConfig& cfg, const dist::World& world, run_dir::On
   log::info("eval: ", tasks.size(), " tasks x ", cfg.samples, " samples = ", result.items, " items; ", result.resumed,
             " already judged, ", todo.size(), " to do on ", world.size(), " rank(s)");
 
-  std::optional<model::Transformer> policy;
-  std::optional<text::Tokenizer> tokenizer;
-  std::unique_ptr<rollout::Sampler> sampler;
-  const std::string ckpt_dir = model_src.dir;
-  if (use_model && shard.end > shard.begin) {
-    tokenizer = text::Tokenizer::from_dir(ckpt_dir);
-    const torch::Dtype dtype = cfg.dtype == "float16"    ? torch::kFloat16
-                               : cfg.dtype == "bfloat16" ? torch::kBFloat16
-                               : cfg.dtype == "float32"  ? torch::kFloat32
-                                                         : default_dtype(device);
-    policy = load_policy(model_src, dtype, device);
-    text::check_compatible(*tokenizer, (*policy)->config().vocab_size, (*policy)->config().mask_token_id);
-    sampler = std::make_unique<rollout::Sampler>(*policy, cfg.sampler);
-  }
-
+  EvalPolicy policy;
+  if (use_model && shard.end > shard.begin) policy = load_eval_policy(cfg, model_src, device);
   pin_judge_gpu(world);
   judge::Judge judger(cfg.judge);  // static checks: judge.static_checks
-
-  TaskPrompter prompter(cfg.prompt_template);
-  log::Progress progress("eval: judged", shard.end - shard.begin);
-  log::Progress sampling("eval: sampled", shard.end - shard.begin);
-  int64_t finished = 0, sampled = 0, not_run = 0;
+  EvalShard mine(cfg, tasks, todo, given, model_src.dir, use_model ? &policy : nullptr, judger, store,
+                 shard.end - shard.begin);
   for (int64_t begin = shard.begin; begin < shard.end; begin += cfg.chunk) {
-    const int64_t end = std::min<int64_t>(begin + cfg.chunk, shard.end), n = end - begin;
-    // Slots filled before their job is submitted (the judge's worker reads slot k only after).
-    std::vector<std::string> prompts(static_cast<size_t>(n)), responses(static_cast<size_t>(n));
-    std::vector<rollout::SampleRecord> gens(static_cast<size_t>(n));
-    std::vector<double> sampled_after_s(static_cast<size_t>(n), 0.0);
-    for (int64_t i = begin; i < end; ++i) {
-      const auto& t = tasks[todo[i].task];
-      prompts[i - begin] = prompter(t, t.infill.has_value());
-    }
-    Timer chunk_timer;
-
-    // Each record is stored as soon as its verdict is final: a job killed mid-chunk (a Slurm
-    // time limit) loses only the candidates still being judged.
-    std::string store_error;  // the judge's worker calls store_record: errors are raised after drain()
-    int64_t judged = 0;
-    std::vector<std::string> not_run_why(static_cast<size_t>(n));  // set before such an item is stored
-    std::mutex store_mu;  // the judge's worker and this thread (items that cannot run) both store
-    auto store_record = [&](int64_t k, const judge::Verdict& verdict) {
-      std::lock_guard<std::mutex> hold(store_mu);
-      progress.update(finished + ++judged);
-      if (!store_error.empty()) return;
-      int64_t i = begin + k;
-      const auto& t = tasks[todo[i].task];
-      json rec = {{"task_id", t.id},
-                  {"sample_id", todo[i].sample},
-                  {"level", t.level},
-                  {"difficulty", t.difficulty},
-                  {"prompt", prompts[k]},
-                  {"response", responses[k]},
-                  {"verdict", verdict},
-                  {"timings", {{"sampled_after_s", sampled_after_s[k]}, {"judged_after_s", chunk_timer.elapsed_s()}}}};
-      if (!not_run_why[k].empty()) {
-        rec["checkpoint"] = ckpt_dir;
-        rec["not_run"] = not_run_why[k];
-      } else if (use_model) {
-        rec["checkpoint"] = ckpt_dir;
-        rec["response_tokens"] = gens[k].response_ids.size();
-        rec["stop_reason"] = gens[k].stop_reason;
-        rec["denoising_steps"] = gens[k].steps;
-        rec["prompt_tokens"] = gens[k].prompt_ids.size();
-      } else {
-        rec["source"] = cfg.use_solutions ? "solutions" : cfg.responses;
-      }
-      try {
-        store.append(rec);
-      } catch (const std::exception& e) {
-        store_error = e.what();
-      }
-    };
-    // The same pipeline as the RL actor: each sequence goes to the judge as soon as it is decoded.
-    // The DICE/KernelBench protocol judges the FIRST fenced code block of the answer (answer: file).
-    judge::JudgeQueue queue(judger, store_record);
-    auto submit = [&](int64_t k) {
-      const auto& t = tasks[todo[begin + k].task];
-      queue.submit(k, candidate_job(t, responses[k], cfg.answer == "middle" && t.infill.has_value()));
-    };
-    if (use_model) {
-      // An item whose prompt does not fit a cache row cannot run: it becomes a failure record
-      // naming the task (kept on resume), and the others go on.
-      std::vector<std::vector<int64_t>> enc(static_cast<size_t>(n));
-      std::vector<SampleItem> items(static_cast<size_t>(n));
-      const int64_t W = sampler->block_size();
-      for (int64_t k = 0; k < n; ++k) {
-        auto ids = tokenizer->encode(text::chat_prompt(prompts[k]));
-        const int64_t L = static_cast<int64_t>(ids.size());
-        const int64_t need = (L + cfg.sampler.max_new_tokens + W - 1) / W * W;
-        items[k].stream = static_cast<uint64_t>(todo[begin + k].index);  // noise stream = item index
-        if (L > 0 && need <= cfg.sampler.max_len) {
-          enc[k].assign(ids.begin(), ids.end());
-          items[k].prompt = &enc[k];
-          continue;
-        }
-        const auto& t = tasks[todo[begin + k].task];
-        std::string why = L == 0 ? str("task '", t.id, "': the prompt is empty; not sampled")
-                                 : str("task '", t.id, "': the prompt has ", L, " tokens; with sampler.max_new_tokens ",
-                                       cfg.sampler.max_new_tokens, " it needs sampler.max_len >= ", need, " (it is ",
-                                       cfg.sampler.max_len, "); not sampled, recorded as a failure");
-        log::warn("eval: ", why);
-        not_run_why[k] = why;
-        ++not_run;
-        sampling.update(++sampled);
-        store_record(k, not_run_verdict(t, why));
-      }
-      sample_runs(*sampler, items, [&](size_t k, const rollout::SampleRecord& r) {
-        std::vector<int32_t> resp(r.response_ids.begin(), r.response_ids.end());
-        responses[k] = tokenizer->decode(resp, /*skip_special=*/true);
-        gens[k] = r;
-        sampled_after_s[k] = chunk_timer.elapsed_s();
-        sampling.update(++sampled);
-        submit(static_cast<int64_t>(k));
-      });
-    } else {
-      for (int64_t k = 0; k < n; ++k) {
-        responses[k] = given.at(sample_key(tasks[todo[begin + k].task].id, todo[begin + k].sample));
-        submit(k);
-      }
-    }
-    queue.drain();
-    if (!store_error.empty()) throw Error(store_error);
-    finished += n;
-    result.judged_here += n;
-    progress.update(finished);
+    const int64_t end = std::min<int64_t>(begin + cfg.chunk, shard.end);
+    mine.run(begin, end);
+    result.judged_here += end - begin;
   }
-  progress.finish();
-  if (not_run > 0) log::warn("eval: ", not_run, " item(s) could not run (prompt over sampler.max_len); recorded as failures");
+  mine.finish();
+  if (mine.not_run() > 0)
+    log::warn("eval: ", mine.not_run(), " item(s) could not run (prompt over sampler.max_len); recorded as failures");
 
   world.barrier();
   if (world.is_root()) {
