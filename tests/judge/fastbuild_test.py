@@ -217,6 +217,8 @@ def test_error_stands():
               "an error outside device.cu: the plain build decides")
         check(not stands("garbled_scale", cu=STANDS_CU.replace("constexpr", "#ifdef DICE_X\n#endif\nconstexpr")),
               "a .cu that tests a macro: the plain build decides")
+        check(not stands("garbled_scale", cu=STANDS_CU.replace("constexpr", "#define DECL(n) int n##_var;\nconstexpr")),
+              "a .cu that pastes tokens (a host item could declare the word so): the plain build decides")
         check(not stands("garbled_scale", cu=STANDS_CU.replace("#include <torch/extension.h>",
                                                                "#include <ATen/native/Foo.h>")),
               "a torch header the words file does not cover: the plain build decides")

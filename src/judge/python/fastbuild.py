@@ -709,13 +709,14 @@ def _device_error_stands(norm, log, split, pch_dir, recipe):
     declare at namespace scope or as macros, or call anywhere, as nvcc's host pass reads them; that
     pass parses every function body). And the rest must be the same program: the .cu includes no
     torch header outside those CUDA_REACHABLE read, tests no macro (#if/#ifdef: a torch macro could
-    flip it) and uses no macro the torch headers define (it could swallow the undefined word)."""
+    flip it), pastes no tokens (##: a host item could declare X so) and uses no macro the torch
+    headers define (it could swallow the undefined word)."""
     words_file = recipe.get("cuda_reachable_words")
     undefined = _DEVICE_UNDEFINED.findall(log)
     if not words_file or not undefined:
         return False
     src = "\n".join(norm["cuda_sources"])
-    if _CONDITIONAL.search(src):
+    if _CONDITIONAL.search(src) or "##" in src:  # ## could make X in a host item the device part lacks
         return False
     try:
         with open(os.path.join(pch_dir, words_file)) as fh:
