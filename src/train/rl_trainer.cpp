@@ -201,7 +201,6 @@ class Run {
   void report(const StageData& st, const ActorOutput& rollouts, const json& part, const std::string& saved);
 
   const RlRunConfig& cfg_;
-  const std::string yaml_;
   const dist::World& world_;
   bool colocated_, is_learner_, is_actor_;
   int num_learners_, role_rank_ = 0;
@@ -222,7 +221,7 @@ class Run {
 
 Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world)
     // the config is validated before ctx_ looks at the model
-    : cfg_((cfg.validate(), cfg)), yaml_(yaml), world_(world), ctx_(cfg.model, cfg.device, world) {
+    : cfg_((cfg.validate(), cfg)), world_(world), ctx_(cfg.model, cfg.device, world) {
   colocated_ = world.role() == dist::Role::kColocated;
   is_learner_ = world.role() != dist::Role::kActor;
   is_actor_ = world.role() != dist::Role::kLearner;
@@ -449,7 +448,7 @@ std::string Run::checkpoint(const StageData& st, int64_t next_cursor) {
   ts.cursor = next_cursor;
   ts.policy_version = version_;
   for (size_t r = 0; r < rngs.size(); ++r) ts.rng[static_cast<int>(r)] = rngs[r];
-  ts.config_yaml = yaml_;
+  ts.config_yaml = ctx_.yaml();
   const auto so = learner_save_options(*role_comm_, role_rank_, role_rank_ == 0, cfg_.ckpt.keep_last,
                                        ctx_.model().dir, ctx_.side_files());
   return learner_->weights().save_checkpoint(cfg_.out, ts, so);

@@ -389,7 +389,6 @@ class SftRun {
   std::string checkpoint(int64_t step);
 
   const SftRunConfig& cfg_;
-  const std::string yaml_;
   const dist::World& world_;
   RunContext ctx_;  // model, tokenizer, device, run directory, metrics
   std::optional<MasterWeights> weights_;  // made once the master's weights are loaded
@@ -403,7 +402,7 @@ class SftRun {
 
 SftRun::SftRun(const SftRunConfig& cfg, const std::string& resume, const std::string& yaml, const dist::World& world)
     // the config is validated before ctx_ looks at the model
-    : cfg_((cfg.validate(), cfg)), yaml_(yaml), world_(world), ctx_(cfg.model, cfg.device, world) {
+    : cfg_((cfg.validate(), cfg)), world_(world), ctx_(cfg.model, cfg.device, world) {
   // ---- everything a user can get wrong is refused here, before any work (the model, its
   // tokenizer and the device in ctx_) ----
   const auto& mcfg = ctx_.model_config();
@@ -595,7 +594,7 @@ std::string SftRun::checkpoint(int64_t s) {
   ts.step = s;
   ts.stage = "sft";
   ts.cursor = s;
-  ts.config_yaml = yaml_;
+  ts.config_yaml = ctx_.yaml();
   const auto so = learner_save_options(*comm_, cfg_.optim.zero1 ? world_.rank() : 0, world_.is_root(),
                                        cfg_.ckpt.keep_last, ctx_.model().dir, ctx_.side_files());
   // With ZeRO-1 each rank writes its shard; without, every rank holds the same state and rank 0

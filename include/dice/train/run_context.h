@@ -51,7 +51,7 @@ class RunContext {
   const text::Tokenizer& tokenizer() const { return *tok_; }
   const std::vector<std::string>& side_files() const { return side_files_; }
   torch::Device device() const { return device_; }
-  const std::string& out() const { return out_; }
+  const std::string& yaml() const { return yaml_; }  // the run's config as given to plan()
   const std::string& resume_from() const { return resume_from_; }
   bool resuming() const { return !resume_from_.empty(); }
   MetricsLog& metrics() { return metrics_; }
