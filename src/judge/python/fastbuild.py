@@ -724,8 +724,7 @@ def _device_error_stands(norm, log, split, pch_dir, recipe):
     except (OSError, ValueError):
         return False
     covered = set(reach.get("headers", []))
-    if any(TORCH_INCLUDE.match(line) and _INCLUDE.match(line).group(1) not in covered
-           for line in src.splitlines() if _INCLUDE.match(line)):
+    if any(TORCH_INCLUDE.match(m.group(0)) and m.group(1) not in covered for m in _INCLUDE.finditer(src)):
         return False
     dev_src, host_src, _ = split
     # every word of the text, preprocessor lines, strings and comments included (more than enough)
