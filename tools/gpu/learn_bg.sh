@@ -22,7 +22,7 @@ cp -r "$bg/out/." "$OUT/" 2>/dev/null
 cp "$bg/driver.log" "$OUT/" 2>/dev/null
 echo "learn_bg: $(( $(date +%s) - $(cat "$bg/started") )) s since the start"
 log=$bg/out/learn_gaps.log
-grep "^learn_gaps:\|^sft: \|judge_error on task\|eval curve\|pass rate\|Exec\|^eval: " "$log" 2>/dev/null | tail -30
+grep "^learn_gaps:\|^sft: \|judge_error on task\|eval curve\|pass rate\|Exec\|^eval: " "$log" 2>/dev/null | cut -c1-400 | tail -30
 grep "^step .*\[\(infill\|e2e\)\]" "$log" 2>/dev/null | tail -8  # the RL steps
 grep "^step " "$log" 2>/dev/null | tail -1
 echo "learn_bg: $(grep -c "to the plain build" "$log" 2>/dev/null) hand-overs to the plain build so far"
