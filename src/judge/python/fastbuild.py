@@ -735,6 +735,114 @@ def _device_error_stands(norm, log, split, pch_dir, recipe):
     return any(x not in known and x not in host_words for x in undefined)
 
 
+_DEFINE_LINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?(.*)$")
+_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
+
+
+def macro_keeps_counts(define_line):
+    """Whether the macro a `#define` line defines leaves the counts of ( ) [ ] { } of any text that
+    uses it as they were: its replacement list balances each kind by count and holds no digraph,
+    and a function-like one neither stringifies nor pastes and uses each parameter exactly once
+    (the brackets of an argument then appear once in the expansion, as in the text). None when the
+    line is no #define."""
+    m = _DEFINE_LINE.match(define_line.replace("\\\n", " "))
+    if not m:
+        return None
+    body = re.sub(r"//.*|/\*.*?\*/", " ", _LITERAL.sub(" ", m.group(3)), flags=re.S)
+    if any(body.count(o) != body.count(c) for o, c in ("()", "[]", "{}")) or \
+            any(g in body for g in ("<%", "%>", "<:", ":>", "%:", "??")):
+        return False
+    if m.group(2) is None:
+        return True
+    if "#" in body:
+        return False
+    params = [p.strip() for p in m.group(2)[1:-1].split(",") if p.strip()]
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", body)
+    for p in params:
+        name = "__VA_ARGS__" if p == "..." else p[:-3] if p.endswith("...") else p
+        if words.count(name) != 1:
+            return False
+    return "__VA_OPT__" not in words
+
+
+def count_changing_macros(text, changing=()):
+    """The macros `#define`d in text (a `-dD` preprocessing, or a source) whose use could change a
+    text's bracket counts: those macro_keeps_counts refuses and those whose replacement list names
+    one of them or of `changing` (the macros known so already), to a fixed point; a name counts
+    when any of its definitions does. Returned with `changing` included."""
+    bodies, out = {}, set(changing)
+    for line in text.splitlines():
+        m = _DEFINE_LINE.match(line) if line.lstrip().startswith("#") else None
+        if m:
+            if not macro_keeps_counts(line):
+                out.add(m.group(1))
+            bodies.setdefault(m.group(1), set()).update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(3)))
+    grew = True
+    while grew:
+        grew = False
+        for name, words in bodies.items():
+            if name not in out and words & out:
+                out.add(name)
+                grew = True
+    return out
+
+
+_DIGRAPHS = {("<", "%"), ("%", ">"), ("<", ":"), (":", ">"), ("%", ":")}
+_BRACKETS = (("(", ")"), ("[", "]"), ("{", "}"))
+
+
+def _unbalanced_stands(src, user_flags, include_paths, pch_dir, recipe):
+    """Whether a .cu (load_inline's cuda.cu text) whose brackets the fast builder could not match is
+    one the plain build fails on too, so that it need not be built: a C++ program balances ( ) [ ] { }
+    by count, the headers before the candidate's text do, and here the candidate's own tokens do not
+    (comments, strings and preprocessor lines left out) and nothing can change that count: no macro
+    the text uses could (count_changing_macros: the words file's, for everything the plain build's
+    headers define), the .cu defines none that could, every header it includes is one that file read (or a torch
+    header it covers), it tests no macro (#if: a branch could hold the missing bracket), pastes no
+    tokens, spells no digraph (<% %> <: :> %:) nor trigraph, and no flag or include path of the
+    candidate's could define a macro or stand in for a header."""
+    words_file = recipe.get("cuda_reachable_words")
+    if not words_file or include_paths or "##" in src or "??" in src or _CONDITIONAL.search(src):
+        return False
+    if any(f.startswith(("-D", "-U", "-i", "--pre-include", "--define", "--undefine", "-imacros", "-I", "--include-path",
+                                "--system-include")) for f in user_flags):
+        return False
+    try:
+        with open(os.path.join(pch_dir, words_file)) as fh:
+            reach = json.load(fh)
+        toks = tokenize(src)
+    except (OSError, ValueError, Unsupported):
+        return False
+    if "count_changing_macros" not in reach or "included" not in reach:
+        return False
+    if any(t.kind == "pp" and not re.match(r"[ \t]*#[ \t]*(define|undef|pragma)\b", t.text) and
+           not _INCLUDE.match(t.text) for t in toks):
+        return False  # a computed #include, #line, #error, ... (the plain build could read anything)
+    covered, read = set(reach.get("headers", [])), reach["included"]
+    for m in _INCLUDE.finditer(src):
+        h = m.group(1)
+        if TORCH_INCLUDE.match(m.group(0)):
+            if h not in covered:
+                return False
+        elif not any(p.endswith("/" + h) for p in read):
+            return False
+    own = "\n".join(re.sub(r"\\\n|\n", " ", t.text) for t in toks if t.kind == "pp")
+    changing = count_changing_macros(own, reach["count_changing_macros"])
+    if changing - set(reach["count_changing_macros"]):
+        return False  # one of the .cu's own, used or not (a header it includes after could use it)
+    code = [t for t in toks if t.kind != "pp"]
+    if any(t.kind == "ident" and t.text in changing for t in code):
+        return False
+    if any(a.kind == b.kind == "punct" and a.end == b.start and (a.text, b.text) in _DIGRAPHS
+           for a, b in zip(code, code[1:])):
+        return False
+    count = {}
+    for t in code:
+        if t.kind == "punct":
+            count[t.text] = count.get(t.text, 0) + 1
+    return any(count.get(o, 0) != count.get(c, 0) for o, c in _BRACKETS)
+
+
 def _bound_main(norm, header, light=False):
     """main.cpp with a dice_bind table instead of a pybind11 module (dice_bind.h); None when the
     functions cannot be named that way (the pybind11 main.cpp is used then). light: on torch/types.h,
@@ -971,13 +1079,18 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     split = None
     if norm["cuda_sources"]:
         try:
-            split = split_cuda("\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
-                                         + norm["cuda_sources"]))
+            cu_text = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+                                + norm["cuda_sources"])
+            split = split_cuda(cu_text)
             hflags = host_flags(user_cuda)
         except Unsupported as e:
             split = None
             reason = str(e)
         if split is None:
+            if reason == "unbalanced brackets" and _unbalanced_stands(cu_text, user_cuda, includes, pch_dir, recipe):
+                return {"status": "compile_error", "steps": steps,
+                        "log": "fast build: the .cu's brackets ( ) [ ] { } do not balance by count, and no macro, "
+                               "header or flag it uses can balance them: nvcc cannot compile it (not built)"}
             return {"status": "fallback", "log": "fast build: " + reason}
         dev_src, host_src, info = split
         host_pch = recipe.get("host_pch", "")  # without it the host part parses those headers (slower, same program)
