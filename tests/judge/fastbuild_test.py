@@ -240,6 +240,7 @@ __global__ void k(const float* x, float* y, int n) {
   if (i < n) y[i] = x[i] * (1.f + erff(x[i] * 0.70710678f)OPEN_CLOSE;
 }
 torch::Tensor run(torch::Tensor x) {
+  TORCH_CHECK(x.is_cuda() && x.sizes().size() > 0, "x: a CUDA tensor");
   auto y = torch::empty_like(x);
   const int n = (int)x.numel();
   k<<<(n + THREADS - 1) / THREADS, THREADS>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
@@ -255,7 +256,7 @@ def test_unbalanced_stands():
     work = tempfile.mkdtemp(prefix="dice_unbalanced_test_")
     try:
         reach = {"headers": ext.CUDA_PRELUDE_HEADERS, "words": [], "macros": ["TORCH_CHECK"],
-                 "count_changing_macros": ["HDR_BEGIN", "HDR_OPEN"],
+                 "count_changing_macros": ["HDR_BEGIN", "HDR_OPEN"], "arg_sensitive_macros": ["HDR_CHECK"],
                  "included": ["/usr/include/c++/12/cmath", "/usr/local/cuda/include/cuda.h",
                               "/usr/local/cuda/include/cuda_runtime.h", "/usr/local/cuda/include/cuda_fp16.h"]}
         json.dump(reach, open(os.path.join(work, ext.CUDA_REACHABLE), "w"))
@@ -285,10 +286,10 @@ def test_unbalanced_stands():
         check(not stands(")", edit=swapped), "counts that balance, in the wrong order: the plain build decides")
         check(not stands("", recipe={}), "no words file in the recipe: the plain build decides")
         old = dict(reach)
-        del old["count_changing_macros"]
+        del old["arg_sensitive_macros"]
         json.dump(old, open(os.path.join(work, "old.json"), "w"))
         check(not stands("", recipe={"cuda_reachable_words": "old.json"}),
-              "a words file written before count_changing_macros: the plain build decides")
+              "a words file written before arg_sensitive_macros: the plain build decides")
         check(not stands("", edit=lambda s: s.replace("#define THREADS 256", "#define THREADS 256\n#define CLOSE )")),
               "a .cu that defines a macro holding a bracket (unused here): the plain build decides")
         check(not stands("", edit=lambda s: s.replace("#define THREADS 256", "#define THREADS HDR_OPEN")),
@@ -296,7 +297,20 @@ def test_unbalanced_stands():
         check(not stands("", edit=lambda s: s.replace("int i =", "HDR_BEGIN int i =")),
               "a header macro that changes counts, used in the text: the plain build decides")
         check(stands("", edit=lambda s: s.replace("int i =", "TORCH_CHECK(true); int i =")),
-              "a torch macro that keeps counts (not in count_changing_macros): still a compile error")
+              "a torch macro that keeps counts (in neither list): still a compile error")
+        check(stands("", edit=lambda s: s.replace("auto y =", "HDR_CHECK(x.size(0) > 0, \"m[\"); auto y =")),
+              "a header macro that repeats its arguments, invoked with arguments that balance: still a compile error")
+        check(not stands("", edit=lambda s: s.replace("auto y =", "HDR_CHECK(x.sizes()[0 > 0, \"m\"); auto y =")),
+              "the same macro invoked with an argument that does not balance: the plain build decides")
+        classes = fb.macro_classes("\n".join([
+            '#define CHECK(cond, ...) if (!(cond)) { fail(#cond, "" , ##__VA_ARGS__); }',
+            "#define NS_BEGIN namespace n {", "#define WRAP(x) CHECK(x, 1)", "#define USE_OK CHECK(ok, 2)",
+            "#define USE_BAD CHECK(a[, 2])", "#define NAME_ONLY CHECK", "#define PASTE(a, b) a##b",
+            "#define ONCE(x) f(x)", "#define LATER NS_BEGIN"]))
+        check(classes == {"CHECK": "args", "NS_BEGIN": "body", "WRAP": "args", "USE_BAD": "body",
+                          "NAME_ONLY": "body", "PASTE": "body", "LATER": "body"},
+              "macro classes: a stringified/repeated parameter -> args, an open brace or a paste -> body, "
+              "and what a replacement names, to a fixed point: %s" % classes)
         check(stands("", edit=lambda s: s.replace("#define THREADS 256", "#define THREADS 256\n#define HALF(v) ((v) * 0.5f)")),
               "a .cu macro that keeps counts: still a compile error")
         check(not stands("", edit=lambda s: s.replace("#define THREADS 256", "#define THREADS 256\n#define TWICE(v) v v")),
@@ -533,10 +547,12 @@ def test_build():
         # plain build of the whole .cu fails (the words file's macros, as this nvcc reads the headers,
         # leave the rule free to answer)
         check(any(p.endswith("/cuda_runtime.h") for p in reach.get("included", [])) and
-              reach.get("count_changing_macros") and
-              not {"__global__", "__device__", "__forceinline__", "TORCH_CHECK"} & set(reach["count_changing_macros"]),
+              reach.get("count_changing_macros") and "TORCH_CHECK" in reach.get("arg_sensitive_macros", []) and
+              not {"__global__", "__device__", "__forceinline__", "C10_CUDA_KERNEL_LAUNCH_CHECK"} &
+              set(reach["count_changing_macros"] + reach["arg_sensitive_macros"]),
               "the words file lists the headers it read and the macros that could change bracket counts "
-              "(%d), CUDA's qualifiers and TORCH_CHECK not among them" % len(reach.get("count_changing_macros", [])))
+              "(%d always, %d through their arguments: TORCH_CHECK among these), CUDA's qualifiers not among them"
+              % (len(reach.get("count_changing_macros", [])), len(reach.get("arg_sensitive_macros", []))))
         norm = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);", "functions": ["run"],
                               "cuda_sources": UNBALANCED_CU.replace("OPEN_CLOSE", "")})
         d = os.path.join(work, "unbalanced")

@@ -739,52 +739,110 @@ _DEFINE_LINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(\
 _LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 
 
-def macro_keeps_counts(define_line):
-    """Whether the macro a `#define` line defines leaves the counts of ( ) [ ] { } of any text that
-    uses it as they were: its replacement list balances each kind by count and holds no digraph,
-    and a function-like one neither stringifies nor pastes and uses each parameter exactly once
-    (the brackets of an argument then appear once in the expansion, as in the text). None when the
-    line is no #define."""
+_RANK = {"keeps": 0, "args": 1, "body": 2}
+
+
+def macro_class(define_line):
+    """How the macro a `#define` line defines can change the counts of ( ) [ ] { } of a text that
+    uses it, from its own line: "body" when its replacement list does not balance each kind by count,
+    holds a digraph or trigraph, or pastes tokens (`##`, but for GNU's `, ## __VA_ARGS__`); "args"
+    when a function-like one stringifies, or uses a parameter other than exactly once (only an
+    invocation whose arguments each balance [ ] and { } keeps the counts then; its parentheses balance
+    by the preprocessor's own rule); else "keeps" (each argument's brackets appear once in the
+    expansion, as in the text). None when the line is no #define."""
     m = _DEFINE_LINE.match(define_line.replace("\\\n", " "))
     if not m:
         return None
     body = re.sub(r"//.*|/\*.*?\*/", " ", _LITERAL.sub(" ", m.group(3)), flags=re.S)
     if any(body.count(o) != body.count(c) for o, c in ("()", "[]", "{}")) or \
-            any(g in body for g in ("<%", "%>", "<:", ":>", "%:", "??")):
-        return False
+            any(g in body for g in ("<%", "%>", "<:", ":>", "%:", "??")) or \
+            "##" in re.sub(r",\s*##\s*__VA_ARGS__", " ", body):
+        return "body"
     if m.group(2) is None:
-        return True
-    if "#" in body:
-        return False
+        return "keeps"
     params = [p.strip() for p in m.group(2)[1:-1].split(",") if p.strip()]
     words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", body)
+    if "__VA_OPT__" in words:
+        return "body"
+    if "#" in re.sub(r",\s*##\s*__VA_ARGS__", " ", body):
+        return "args"
     for p in params:
-        name = "__VA_ARGS__" if p == "..." else p[:-3] if p.endswith("...") else p
-        if words.count(name) != 1:
+        if words.count("__VA_ARGS__" if p == "..." else p[:-3] if p.endswith("...") else p) != 1:
+            return "args"
+    return "keeps"
+
+
+def invocations_balance(toks, names, bare_ok=True):
+    """Whether every invocation in toks of a macro in names has arguments that each balance [ ] and
+    { } by count (the preprocessor splits arguments at top-level commas, matching parentheses only).
+    A name not followed by "(" is no invocation of a function-like macro: fine where bare_ok."""
+    for i, t in enumerate(toks):
+        if t.kind != "ident" or t.text not in names:
+            continue
+        if i + 1 >= len(toks) or toks[i + 1].text != "(":
+            if bare_ok:
+                continue
             return False
-    return "__VA_OPT__" not in words
+        depth, count, j = 0, {}, i + 1
+        while j < len(toks):
+            x = toks[j].text if toks[j].kind == "punct" else None
+            if x == "(":
+                depth += 1
+            elif x == ")":
+                depth -= 1
+            if depth == 0 or (depth == 1 and x == ","):
+                if any(count.get(o, 0) != count.get(c, 0) for o, c in ("[]", "{}")):
+                    return False
+                count = {}
+                if depth == 0:
+                    break
+            elif x in ("[", "]", "{", "}"):
+                count[x] = count.get(x, 0) + 1
+            j += 1
+        else:
+            return False
+    return True
 
 
-def count_changing_macros(text, changing=()):
-    """The macros `#define`d in text (a `-dD` preprocessing, or a source) whose use could change a
-    text's bracket counts: those macro_keeps_counts refuses and those whose replacement list names
-    one of them or of `changing` (the macros known so already), to a fixed point; a name counts
-    when any of its definitions does. Returned with `changing` included."""
-    bodies, out = {}, set(changing)
+def macro_classes(text, known=None):
+    """{name: "body" | "args"} for the macros `#define`d in text (a `-dD` preprocessing, or a
+    source) that could change a text's bracket counts (macro_class), with what their replacement
+    lists name, to a fixed point: naming a "body" macro makes one "body"; naming an "args" macro
+    makes one "body" unless every use is an invocation whose arguments balance, and then a
+    function-like one "args" (its own arguments flow into it). known: classes already decided (the
+    words file's, for the headers); a name takes the worst of its definitions. Returned with known."""
+    cls, defs = dict(known or {}), []
     for line in text.splitlines():
-        m = _DEFINE_LINE.match(line) if line.lstrip().startswith("#") else None
-        if m:
-            if not macro_keeps_counts(line):
-                out.add(m.group(1))
-            bodies.setdefault(m.group(1), set()).update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", m.group(3)))
+        c = macro_class(line) if line.lstrip().startswith("#") else None
+        if c is None:
+            continue
+        m = _DEFINE_LINE.match(line)
+        try:
+            toks = tokenize(m.group(3))
+        except Unsupported:
+            c, toks = "body", []
+        defs.append((m.group(1), m.group(2) is not None, toks))
+        if _RANK[c] > _RANK[cls.get(m.group(1), "keeps")]:
+            cls[m.group(1)] = c
     grew = True
     while grew:
         grew = False
-        for name, words in bodies.items():
-            if name not in out and words & out:
-                out.add(name)
+        body = {n for n, c in cls.items() if c == "body"}
+        args = {n for n, c in cls.items() if c == "args"}
+        for name, function_like, toks in defs:
+            if cls.get(name) == "body":
+                continue
+            words = {t.text for t in toks if t.kind == "ident"}
+            if words & body or not invocations_balance(toks, args & words, bare_ok=False):
+                new = "body"
+            elif words & args and function_like:
+                new = "args"
+            else:
+                continue
+            if _RANK[new] > _RANK[cls.get(name, "keeps")]:
+                cls[name] = new
                 grew = True
-    return out
+    return {n: c for n, c in cls.items() if c != "keeps"}
 
 
 _DIGRAPHS = {("<", "%"), ("%", ">"), ("<", ":"), (":", ">"), ("%", ":")}
@@ -796,8 +854,9 @@ def _unbalanced_stands(src, user_flags, include_paths, pch_dir, recipe):
     one the plain build fails on too, so that it need not be built: a C++ program balances ( ) [ ] { }
     by count, the headers before the candidate's text do, and here the candidate's own tokens do not
     (comments, strings and preprocessor lines left out) and nothing can change that count: no macro
-    the text uses could (count_changing_macros: the words file's, for everything the plain build's
-    headers define), the .cu defines none that could, every header it includes is one that file read (or a torch
+    the text uses could (macro_classes: the words file's lists, for everything the plain build's
+    headers define; an argument-sensitive one only where an invocation's arguments do not balance),
+    the .cu defines none that could, every header it includes is one that file read (or a torch
     header it covers), it tests no macro (#if: a branch could hold the missing bracket), pastes no
     tokens, spells no digraph (<% %> <: :> %:) nor trigraph, and no flag or include path of the
     candidate's could define a macro or stand in for a header."""
@@ -813,7 +872,7 @@ def _unbalanced_stands(src, user_flags, include_paths, pch_dir, recipe):
         toks = tokenize(src)
     except (OSError, ValueError, Unsupported):
         return False
-    if "count_changing_macros" not in reach or "included" not in reach:
+    if any(k not in reach for k in ("count_changing_macros", "arg_sensitive_macros", "included")):
         return False
     if any(t.kind == "pp" and not re.match(r"[ \t]*#[ \t]*(define|undef|pragma)\b", t.text) and
            not _INCLUDE.match(t.text) for t in toks):
@@ -827,11 +886,14 @@ def _unbalanced_stands(src, user_flags, include_paths, pch_dir, recipe):
         elif not any(p.endswith("/" + h) for p in read):
             return False
     own = "\n".join(re.sub(r"\\\n|\n", " ", t.text) for t in toks if t.kind == "pp")
-    changing = count_changing_macros(own, reach["count_changing_macros"])
-    if changing - set(reach["count_changing_macros"]):
+    known = dict({n: "args" for n in reach["arg_sensitive_macros"]}, **{n: "body" for n in reach["count_changing_macros"]})
+    classes = macro_classes(own, known)
+    if set(classes) - set(known):
         return False  # one of the .cu's own, used or not (a header it includes after could use it)
     code = [t for t in toks if t.kind != "pp"]
-    if any(t.kind == "ident" and t.text in changing for t in code):
+    if any(t.kind == "ident" and classes.get(t.text) == "body" for t in code):
+        return False
+    if not invocations_balance(code, {n for n, c in classes.items() if c == "args"}):
         return False
     if any(a.kind == b.kind == "punct" and a.end == b.start and (a.text, b.text) in _DIGRAPHS
            for a, b in zip(code, code[1:])):
