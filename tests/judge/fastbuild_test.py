@@ -543,9 +543,9 @@ def test_build():
             check(ans["status"] == want, "%s: a device part that fails gives %s, got %s: %s"
                   % (label, want, ans["status"], ans.get("log", "")[-500:]))
             check(want != "compile_error" or word in ans.get("log", ""), "%s: the log names %s" % (label, word))
-        # a .cu that lost a parenthesis: compile_error from the fast builder without a build, and the
-        # plain build of the whole .cu fails (the words file's macros, as this nvcc reads the headers,
-        # leave the rule free to answer)
+        # a .cu that lost a parenthesis: compile_error from the fast builder without a build (the words
+        # file's macros, as this nvcc reads the headers, leave the rule free to answer), and, with
+        # DICE_TEST_PLAIN_BUILDS=1, the plain build of the whole .cu fails
         check(any(p.endswith("/cuda_runtime.h") for p in reach.get("included", [])) and
               reach.get("count_changing_macros") and "TORCH_CHECK" in reach.get("arg_sensitive_macros", []) and
               not {"__global__", "__device__", "__forceinline__", "C10_CUDA_KERNEL_LAUNCH_CHECK"} &
@@ -559,9 +559,10 @@ def test_build():
         os.makedirs(d)
         with open(os.path.join(d, "whole.cu"), "w") as fh:
             fh.write("\n".join(norm["cuda_sources"]))
-        plain["unbalanced"] = subprocess.Popen(fb._fill(recipe["cuda_compile"], name="dice_plain", src="whole.cu",
-                                                        obj="whole.o", inc="", extra=""), shell=True, cwd=d,
-                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if os.environ.get("DICE_TEST_PLAIN_BUILDS"):  # ran 2026-12-07 (passed); left out of CI for its minute
+            plain["unbalanced"] = subprocess.Popen(fb._fill(recipe["cuda_compile"], name="dice_plain", src="whole.cu",
+                                                            obj="whole.o", inc="", extra=""), shell=True, cwd=d,
+                                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         ans = fb.build(norm, "ub" * 32, {"pch": {"cuda": pch}}, d, ext.forbidden_flag)
         check(ans["status"] == "compile_error" and "do not balance" in ans.get("log", ""),
               "unbalanced: compile_error without a build, got %s: %s" % (ans["status"], ans.get("log", "")[-300:]))
