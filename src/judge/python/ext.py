@@ -493,8 +493,12 @@ CUDA_PRELUDE_HEADERS = ["torch/types.h", "torch/torch.h"] + HOST_HEADERS
 
 def write_cuda_reachable_words(cuda_prefix, cuda_post, d, cwd):
     """CUDA_REACHABLE in d: {"headers": the includes it covers, "words": [...], "macros": the macros
-    these headers define beyond cuda.h and cuda_runtime.h (which the device part includes too)};
+    these headers define beyond cuda.h and cuda_runtime.h (which the device part includes too),
+    "count_changing_macros" / "arg_sensitive_macros": the macros of the preprocessed text whose use
+    could change a text's bracket counts always / through unbalanced arguments (fastbuild.macro_classes),
+    "included": the header files it read};
     False when nvcc cannot preprocess even torch/types.h with cuda.h and cuda_runtime.h."""
+    import fastbuild  # noqa: E402 -- torch-free, beside this file
     src = os.path.join(cwd, "dice_reachable.cu")
 
     def preprocessed(headers):
@@ -514,9 +518,13 @@ def write_cuda_reachable_words(cuda_prefix, cuda_post, d, cwd):
                     ["torch/types.h", "cuda.h", "cuda_runtime.h"]):
         text = preprocessed(headers)
         if text is not None:
+            classes = fastbuild.macro_classes(text)
             with open(os.path.join(d, CUDA_REACHABLE), "w") as fh:
                 json.dump({"headers": headers, "words": sorted(_scope_names(text)[3]),
-                           "macros": sorted(macros(text) - macros(base))}, fh)
+                           "macros": sorted(macros(text) - macros(base)),
+                           "count_changing_macros": sorted(n for n, c in classes.items() if c == "body"),
+                           "arg_sensitive_macros": sorted(n for n, c in classes.items() if c == "args"),
+                           "included": sorted(set(re.findall(r'^# \d+ "([^"<][^"]*)"', text, re.M)))}, fh)
             return True
     return False
 

@@ -735,6 +735,176 @@ def _device_error_stands(norm, log, split, pch_dir, recipe):
     return any(x not in known and x not in host_words for x in undefined)
 
 
+_DEFINE_LINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(\([^)]*\))?(.*)$")
+_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
+
+
+_RANK = {"keeps": 0, "args": 1, "body": 2}
+
+
+def macro_class(define_line):
+    """How the macro a `#define` line defines can change the counts of ( ) [ ] { } of a text that
+    uses it, from its own line: "body" when its replacement list does not balance each kind by count,
+    holds a digraph or trigraph, or pastes tokens (`##`, but for GNU's `, ## __VA_ARGS__`); "args"
+    when a function-like one stringifies, or uses a parameter other than exactly once (only an
+    invocation whose arguments each balance [ ] and { } keeps the counts then; its parentheses balance
+    by the preprocessor's own rule); else "keeps" (each argument's brackets appear once in the
+    expansion, as in the text). None when the line is no #define."""
+    m = _DEFINE_LINE.match(define_line.replace("\\\n", " "))
+    if not m:
+        return None
+    body = re.sub(r"//.*|/\*.*?\*/", " ", _LITERAL.sub(" ", m.group(3)), flags=re.S)
+    if any(body.count(o) != body.count(c) for o, c in ("()", "[]", "{}")) or \
+            any(g in body for g in ("<%", "%>", "<:", ":>", "%:", "??")) or \
+            "##" in re.sub(r",\s*##\s*__VA_ARGS__", " ", body):
+        return "body"
+    if m.group(2) is None:
+        return "keeps"
+    params = [p.strip() for p in m.group(2)[1:-1].split(",") if p.strip()]
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", body)
+    if "__VA_OPT__" in words:
+        return "body"
+    if "#" in re.sub(r",\s*##\s*__VA_ARGS__", " ", body):
+        return "args"
+    for p in params:
+        if words.count("__VA_ARGS__" if p == "..." else p[:-3] if p.endswith("...") else p) != 1:
+            return "args"
+    return "keeps"
+
+
+def invocations_balance(toks, names, bare_ok=True):
+    """Whether every invocation in toks of a macro in names has arguments that each balance [ ] and
+    { } by count (the preprocessor splits arguments at top-level commas, matching parentheses only).
+    A name not followed by "(" is no invocation of a function-like macro: fine where bare_ok."""
+    for i, t in enumerate(toks):
+        if t.kind != "ident" or t.text not in names:
+            continue
+        if i + 1 >= len(toks) or toks[i + 1].text != "(":
+            if bare_ok:
+                continue
+            return False
+        depth, count, j = 0, {}, i + 1
+        while j < len(toks):
+            x = toks[j].text if toks[j].kind == "punct" else None
+            if x == "(":
+                depth += 1
+            elif x == ")":
+                depth -= 1
+            if depth == 0 or (depth == 1 and x == ","):
+                if any(count.get(o, 0) != count.get(c, 0) for o, c in ("[]", "{}")):
+                    return False
+                count = {}
+                if depth == 0:
+                    break
+            elif x in ("[", "]", "{", "}"):
+                count[x] = count.get(x, 0) + 1
+            j += 1
+        else:
+            return False
+    return True
+
+
+def macro_classes(text, known=None):
+    """{name: "body" | "args"} for the macros `#define`d in text (a `-dD` preprocessing, or a
+    source) that could change a text's bracket counts (macro_class), with what their replacement
+    lists name, to a fixed point: naming a "body" macro makes one "body"; naming an "args" macro
+    makes one "body" unless every use is an invocation whose arguments balance, and then a
+    function-like one "args" (its own arguments flow into it). known: classes already decided (the
+    words file's, for the headers); a name takes the worst of its definitions. Returned with known."""
+    cls, defs = dict(known or {}), []
+    for line in text.splitlines():
+        c = macro_class(line) if line.lstrip().startswith("#") else None
+        if c is None:
+            continue
+        m = _DEFINE_LINE.match(line)
+        try:
+            toks = tokenize(m.group(3))
+        except Unsupported:
+            c, toks = "body", []
+        defs.append((m.group(1), m.group(2) is not None, toks))
+        if _RANK[c] > _RANK[cls.get(m.group(1), "keeps")]:
+            cls[m.group(1)] = c
+    grew = True
+    while grew:
+        grew = False
+        body = {n for n, c in cls.items() if c == "body"}
+        args = {n for n, c in cls.items() if c == "args"}
+        for name, function_like, toks in defs:
+            if cls.get(name) == "body":
+                continue
+            words = {t.text for t in toks if t.kind == "ident"}
+            if words & body or not invocations_balance(toks, args & words, bare_ok=False):
+                new = "body"
+            elif words & args and function_like:
+                new = "args"
+            else:
+                continue
+            if _RANK[new] > _RANK[cls.get(name, "keeps")]:
+                cls[name] = new
+                grew = True
+    return {n: c for n, c in cls.items() if c != "keeps"}
+
+
+_DIGRAPHS = {("<", "%"), ("%", ">"), ("<", ":"), (":", ">"), ("%", ":")}
+_BRACKETS = (("(", ")"), ("[", "]"), ("{", "}"))
+
+
+def _unbalanced_stands(src, user_flags, include_paths, pch_dir, recipe):
+    """Whether a .cu (load_inline's cuda.cu text) whose brackets the fast builder could not match is
+    one the plain build fails on too, so that it need not be built: a C++ program balances ( ) [ ] { }
+    by count, the headers before the candidate's text do, and here the candidate's own tokens do not
+    (comments, strings and preprocessor lines left out) and nothing can change that count: no macro
+    the text uses could (macro_classes: the words file's lists, for everything the plain build's
+    headers define; an argument-sensitive one only where an invocation's arguments do not balance),
+    the .cu defines none that could, every header it includes is one that file read (or a torch
+    header it covers), it tests no macro (#if: a branch could hold the missing bracket), pastes no
+    tokens, spells no digraph (<% %> <: :> %:) nor trigraph, and no flag or include path of the
+    candidate's could define a macro or stand in for a header."""
+    words_file = recipe.get("cuda_reachable_words")
+    if not words_file or include_paths or "##" in src or "??" in src or _CONDITIONAL.search(src):
+        return False
+    if any(f.startswith(("-D", "-U", "-i", "--pre-include", "--define", "--undefine", "-imacros", "-I", "--include-path",
+                                "--system-include")) for f in user_flags):
+        return False
+    try:
+        with open(os.path.join(pch_dir, words_file)) as fh:
+            reach = json.load(fh)
+        toks = tokenize(src)
+    except (OSError, ValueError, Unsupported):
+        return False
+    if any(k not in reach for k in ("count_changing_macros", "arg_sensitive_macros", "included")):
+        return False
+    if any(t.kind == "pp" and not re.match(r"[ \t]*#[ \t]*(define|undef|pragma)\b", t.text) and
+           not _INCLUDE.match(t.text) for t in toks):
+        return False  # a computed #include, #line, #error, ... (the plain build could read anything)
+    covered, read = set(reach.get("headers", [])), reach["included"]
+    for m in _INCLUDE.finditer(src):
+        h = m.group(1)
+        if TORCH_INCLUDE.match(m.group(0)):
+            if h not in covered:
+                return False
+        elif not any(p.endswith("/" + h) for p in read):
+            return False
+    own = "\n".join(re.sub(r"\\\n|\n", " ", t.text) for t in toks if t.kind == "pp")
+    known = dict({n: "args" for n in reach["arg_sensitive_macros"]}, **{n: "body" for n in reach["count_changing_macros"]})
+    classes = macro_classes(own, known)
+    if set(classes) - set(known):
+        return False  # one of the .cu's own, used or not (a header it includes after could use it)
+    code = [t for t in toks if t.kind != "pp"]
+    if any(t.kind == "ident" and classes.get(t.text) == "body" for t in code):
+        return False
+    if not invocations_balance(code, {n for n, c in classes.items() if c == "args"}):
+        return False
+    if any(a.kind == b.kind == "punct" and a.end == b.start and (a.text, b.text) in _DIGRAPHS
+           for a, b in zip(code, code[1:])):
+        return False
+    count = {}
+    for t in code:
+        if t.kind == "punct":
+            count[t.text] = count.get(t.text, 0) + 1
+    return any(count.get(o, 0) != count.get(c, 0) for o, c in _BRACKETS)
+
+
 def _bound_main(norm, header, light=False):
     """main.cpp with a dice_bind table instead of a pybind11 module (dice_bind.h); None when the
     functions cannot be named that way (the pybind11 main.cpp is used then). light: on torch/types.h,
@@ -971,13 +1141,18 @@ def build(norm, key, settings, out_dir, forbidden_flag):
     split = None
     if norm["cuda_sources"]:
         try:
-            split = split_cuda("\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
-                                         + norm["cuda_sources"]))
+            cu_text = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+                                + norm["cuda_sources"])
+            split = split_cuda(cu_text)
             hflags = host_flags(user_cuda)
         except Unsupported as e:
             split = None
             reason = str(e)
         if split is None:
+            if reason == "unbalanced brackets" and _unbalanced_stands(cu_text, user_cuda, includes, pch_dir, recipe):
+                return {"status": "compile_error", "steps": steps,
+                        "log": "fast build: the .cu's brackets ( ) [ ] { } do not balance by count, and no macro, "
+                               "header or flag it uses can balance them: nvcc cannot compile it (not built)"}
             return {"status": "fallback", "log": "fast build: " + reason}
         dev_src, host_src, info = split
         host_pch = recipe.get("host_pch", "")  # without it the host part parses those headers (slower, same program)
