@@ -649,7 +649,7 @@ def _build_pch(d, key, cuda):
             if cuda and recipe.get("cuda_compile") and \
                     write_cuda_reachable_words(*_plain_command(recipe["cuda_compile"]), d, tmp):
                 recipe["cuda_reachable_words"] = CUDA_REACHABLE
-        except (OSError, ValueError, subprocess.SubprocessError):
+        except (OSError, ValueError, ImportError, subprocess.SubprocessError):
             pass
         with open(os.path.join(d, "recipe.json"), "w") as fh:  # the fast builder's commands
             json.dump(recipe, fh, indent=1)
