@@ -21,6 +21,7 @@
 #include "dice/model/transformer.h"
 #include "dice/rollout/sampler.h"
 #include "dice/text/chat.h"
+#include "dice/train/sample_runs.h"
 #include "dice/train/task_prompt.h"
 #include "dice/text/tokenizer.h"
 #include "dice/util/error.h"
@@ -146,13 +147,15 @@ void run(const SampleArgs& a) {
   text::check_compatible(tok, model->config().vocab_size, model->config().mask_token_id);
   log::info("sample: loaded ", a.model, " on ", device.str(), " in ", load_t.elapsed_s(), " s");
 
-  std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::vector<int64_t>> prompts;  // one per prompt; its samples take consecutive noise streams
   for (const auto& it : items) {
     auto ids = tok.encode(a.raw ? it.text : text::chat_prompt(it.text));
-    std::vector<int64_t> p(ids.begin(), ids.end());
-    for (int64_t g = 0; g < a.samples; ++g) prompts.push_back(p);
+    prompts.emplace_back(ids.begin(), ids.end());
   }
-  log::info("sample: ", prompts.size(), " sequences (", items.size(), " prompts x ", a.samples, "), config:\n",
+  std::vector<train::SampleItem> seqs;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int64_t g = 0; g < a.samples; ++g) seqs.push_back({&prompts[i], seqs.size()});
+  log::info("sample: ", seqs.size(), " sequences (", items.size(), " prompts x ", a.samples, "), config:\n",
             config::dump(config::to_yaml(cfg)));
 
   rollout::Sampler sampler(model, cfg.sampler);
@@ -162,16 +165,15 @@ void run(const SampleArgs& a) {
   std::FILE* part = std::fopen(partial.c_str(), "w");
   DICE_REQUIRE(part != nullptr, "cannot write ", partial, ": ", std::strerror(errno));
   std::string part_error;
-  log::Progress bar("sample", static_cast<long>(prompts.size()));
-  std::vector<rollout::SampleRecord> records;
-  {
-    rollout::ScopedRecordFn stream(sampler, [&](int64_t i, const rollout::SampleRecord& r) {
-      const std::string line = record_line(r, items[static_cast<size_t>(i / a.samples)], i % a.samples, tok);
-      if (part_error.empty() && (std::fwrite(line.data(), 1, line.size(), part) != line.size() || std::fflush(part) != 0))
-        part_error = std::strerror(errno);
-    });
-    records = sampler.generate(prompts, 0, [&](int64_t done, int64_t) { bar.update(static_cast<long>(done)); });
-  }
+  log::Progress bar("sample", static_cast<long>(seqs.size()));
+  long done = 0;
+  // the sampling path of every sample -> judge run (train/sample_runs.h), without the judge
+  const auto records = train::sample_runs(sampler, seqs, [&](size_t i, const rollout::SampleRecord& r) {
+    const std::string line = record_line(r, items[i / static_cast<size_t>(a.samples)], static_cast<int64_t>(i) % a.samples, tok);
+    if (part_error.empty() && (std::fwrite(line.data(), 1, line.size(), part) != line.size() || std::fflush(part) != 0))
+      part_error = std::strerror(errno);
+    bar.update(++done);
+  });
   std::fclose(part);
   bar.finish();
   if (!part_error.empty()) log::warn("sample: could not stream records to ", partial, " (", part_error, ")");
