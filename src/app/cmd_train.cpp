@@ -10,6 +10,7 @@
 #include "dice/judge/judge.h"
 #include "dice/train/eval_runner.h"
 #include "dice/train/rl_trainer.h"
+#include "dice/util/error.h"
 #include "dice/util/log.h"
 #include "subcommand.h"
 
@@ -46,7 +47,14 @@ void run_train_cmd(const TrainArgs& a) {
   std::vector<std::string> sets = a.cfg.sets;
   if (!a.out.empty()) sets.push_back("out=" + a.out);
   if (!a.model.empty()) sets.push_back("model=" + a.model);
-  auto cfg = config::load<train::RlRunConfig>(config::load_tree(a.cfg.config_path, sets));
+  const YAML::Node tree = config::load_tree(a.cfg.config_path, sets);
+  for (const auto& [old_key, key] : train::renamed_keys()) {  // section.key: spelt so by earlier releases
+    const auto dot = old_key.find('.');
+    const YAML::Node section = tree.IsMap() ? tree[old_key.substr(0, dot)] : YAML::Node();
+    DICE_REQUIRE(!(section && section.IsMap() && section[old_key.substr(dot + 1)]), "config key '", old_key,
+                 "' is now '", key, "' (as in dice sft); rename it.");
+  }
+  auto cfg = config::load<train::RlRunConfig>(tree);
   if (a.steps > 0) {
     // --steps N: the first stages, cut so that the run has N steps in all.
     int64_t left = a.steps;

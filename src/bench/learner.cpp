@@ -14,7 +14,7 @@
 // the peer's forward + backward 3x. Checkpointing's recompute is not counted. MFU = useful
 // FLOP/s / the measured bf16 matmul peak (790 TFLOP/s on an H200, DESIGN §7).
 //
-// Paths: fast (the trainer's trace.fast: sparse plan, chunked log-probs, fused training
+// Paths: fast (the trainer's optim.fast: sparse plan, chunked log-probs, fused training
 // operators), composite (fast without the fused operators: ScoreOptions::fused off), plain.
 //
 // `--parts` adds one step timed op by op (device synchronised at every outermost operator and
@@ -429,9 +429,9 @@ void run_bench(const LearnerBenchArgs& a) {
         const int64_t ckpt_layers = layers_to_checkpoint(path == "fast" && dev.is_cuda());
         train::RlRunConfig rc;
         rc.trace.layout = "packed";
-        rc.trace.fast = path != "plain";
-        rc.trace.attn_chunk = a.attn_chunk;
-        rc.trace.logit_chunk = a.logit_chunk;
+        rc.optim.fast = path != "plain";
+        rc.optim.attn_chunk = a.attn_chunk;
+        rc.optim.logit_chunk = a.logit_chunk;
         rc.optim.checkpoint_layers = path != "plain" ? ckpt_layers : 0;
         rc.optim.responses_per_update = a.responses;
         rc.optim.micro_batch_tokens = 1;  // one row (one response) per forward/backward
@@ -751,8 +751,8 @@ void setup_learner(CLI::App& cmd) {
                  "measure rank 0 of N ZeRO-1 learners: its share of the AdamW state (1/N) and update, nothing "
                  "broadcast (optimizer auto: on, 8B included)")
       ->check(CLI::Range(0, 4096));
-  cmd.add_option("--attn-chunk", a->attn_chunk, "trace.attn_chunk");
-  cmd.add_option("--logit-chunk", a->logit_chunk, "trace.logit_chunk");
+  cmd.add_option("--attn-chunk", a->attn_chunk, "optim.attn_chunk");
+  cmd.add_option("--logit-chunk", a->logit_chunk, "optim.logit_chunk");
   cmd.add_flag("!--no-peer", a->peer, "skip the PyTorch peer");
   cmd.add_option("--peer-rows", a->peer_rows, "reference rows the peer times");
   cmd.add_option("--peer-script", a->peer_script, "the peer script");

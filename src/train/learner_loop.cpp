@@ -92,9 +92,9 @@ LearnerLoop::LearnerLoop(const RlRunConfig& cfg, model::Transformer master, dist
       comm_(learners),
       reference_(std::move(reference)),
       opts_(opts) {
-  score_.fast = cfg.trace.fast;
-  score_.attn_chunk = cfg.trace.attn_chunk;
-  score_.logit_chunk = cfg.trace.logit_chunk;
+  score_.fast = cfg.optim.fast;
+  score_.attn_chunk = cfg.optim.attn_chunk;
+  score_.logit_chunk = cfg.optim.logit_chunk;
   score_.checkpoint = cfg.optim.checkpoint_layers;
 }
 

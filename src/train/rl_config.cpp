@@ -68,8 +68,8 @@ void RlRunConfig::validate() const {
     DICE_REQUIRE(names.insert(s.name).second, "Two stages are named '", s.name, "'; stage names must be unique.");
   DICE_REQUIRE(ckpt.every >= 1, "ckpt.every must be >= 1, got ", ckpt.every, ".");
   DICE_REQUIRE(trace.shrink >= 1, "trace.shrink must be >= 1, got ", trace.shrink, ".");
-  DICE_REQUIRE(trace.attn_chunk >= 1 && trace.logit_chunk >= 1, "trace.attn_chunk and trace.logit_chunk must be >= 1, got ",
-               trace.attn_chunk, " and ", trace.logit_chunk, ".");
+  DICE_REQUIRE(optim.attn_chunk >= 1 && optim.logit_chunk >= 1, "optim.attn_chunk and optim.logit_chunk must be >= 1, got ",
+               optim.attn_chunk, " and ", optim.logit_chunk, ".");
   DICE_REQUIRE(dist.bucket_mb >= 1, "dist.bucket_mb must be >= 1, got ", dist.bucket_mb, ".");
   DICE_REQUIRE(sampler.temperature > 0,
                "sampler.temperature must be > 0 for RL (a greedy policy has no log-probs to optimise).");
@@ -125,10 +125,23 @@ void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::strin
 
 }  // namespace
 
+const std::vector<std::pair<std::string, std::string>>& renamed_keys() {
+  // the learner's scoring knobs moved from trace to optim, where dice sft has them
+  static const std::vector<std::pair<std::string, std::string>> renamed = {
+      {"trace.fast", "optim.fast"}, {"trace.attn_chunk", "optim.attn_chunk"}, {"trace.logit_chunk", "optim.logit_chunk"}};
+  return renamed;
+}
+
 std::vector<std::string> config_differences(const std::string& a_yaml, const std::string& b_yaml) {
   std::map<std::string, std::string> a, b;
   flatten(YAML::Load(a_yaml), "", a);
   flatten(YAML::Load(b_yaml), "", b);
+  for (auto* m : {&a, &b})
+    for (const auto& [old_key, key] : renamed_keys())
+      if (auto it = m->find(old_key); it != m->end()) {
+        m->emplace(key, it->second);
+        m->erase(it);
+      }
   std::set<std::string> keys;
   for (const auto& [k, v] : a) keys.insert(k);
   for (const auto& [k, v] : b) keys.insert(k);

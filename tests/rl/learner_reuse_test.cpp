@@ -65,7 +65,7 @@ struct Run {
 
 Run train_two_steps(bool reuse, bool fast, bool reference, const std::vector<Rollout>& rs) {
   RlRunConfig cfg;
-  cfg.trace.fast = fast;
+  cfg.optim.fast = fast;
   cfg.optim.lr = 1e-3;  // large enough that the second update sees other weights
   cfg.optim.responses_per_update = 3;  // 6 rollouts: two updates per step
   cfg.optim.micro_batch_tokens = 120;  // several micro-batches per update
@@ -132,7 +132,7 @@ TEST(LearnerLoop, ScoresAtTheStagesTemperature) {
   for (bool fast : {false, true}) {
     auto gap = [&](double temperature) {
       RlRunConfig cfg;
-      cfg.trace.fast = fast;
+      cfg.optim.fast = fast;
       cfg.optim.compute_dtype = "float32";
       auto comm = dist::self_comm(torch::kCPU, {"learners", "learner", 0});
       LearnerLoop loop(cfg, policy(), *comm);

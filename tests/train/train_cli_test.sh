@@ -218,6 +218,29 @@ refuse)
   run 1 "$work/r5" --set dist.colocated=true --steps 1 > /dev/null
   expect_refusal "recorded with a different config (optim.lr)" 1 --model "$work/model" --out "$work/r5" \
     --set dist.colocated=true --set optim.lr=0.2 --steps 1
+  # the learner's scoring keys of earlier releases (trace.fast, ...): refused in a config, naming the
+  # new key; a run directory recorded with them resumes (they count as optim.fast, ...)
+  expect_refusal "config key 'trace.fast' is now 'optim.fast' (as in dice sft)" 1 --model "$work/model" \
+    --out "$work/r6" --set dist.colocated=true --set trace.fast=false
+  "$py" - "$work/r5/config.yaml" <<'EOF'
+import re, sys
+p = sys.argv[1]
+text = open(p).read()
+moved = []
+for key in ("fast", "attn_chunk", "logit_chunk"):  # out of optim into trace, as earlier releases wrote them
+    start = text.index("\noptim:\n")
+    m = re.compile(r"^  %s: (.*)\n" % key, re.M).search(text, start)
+    assert m, key
+    moved.append("  %s: %s\n" % (key, m.group(1)))
+    text = text[:m.start()] + text[m.end():]
+i = text.index("\ntrace:\n") + len("\ntrace:\n")
+text = text[:i] + "".join(moved) + text[i:]
+open(p, "w").write(text)
+print("r5/config.yaml now spells", [m.split(":")[0].strip() for m in moved], "under trace")
+EOF
+  run 1 "$work/r5" --set dist.colocated=true --steps 1 > "$work/r5_resume.log" 2>&1 ||
+    { cat "$work/r5_resume.log"; fail "a run directory recorded with trace.fast did not resume"; }
+  grep -q "resuming from $work/r5/step_000001" "$work/r5_resume.log" || { cat "$work/r5_resume.log"; fail "r5 did not resume"; }
   ;;
 judge)
   run 1 "$work/judge" --set dist.colocated=true --set reward.kind=exec --steps 1 --set judge.compile_workers=1

@@ -15,7 +15,7 @@
 // Precision (MasterWeights): the master weights, their gradients (one contiguous fp32 buffer,
 // all-reduced in one call) and AdamW are fp32; forward and backward run in optim.compute_dtype
 // (auto: bf16 on CUDA) on a copy of the weights refreshed after every update, whose gradients are
-// added into the fp32 buffer after each micro-batch. Scoring follows trace.fast (rl::ScoreOptions).
+// added into the fp32 buffer after each micro-batch. Scoring follows optim.fast (rl::ScoreOptions).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>

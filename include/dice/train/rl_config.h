@@ -13,6 +13,7 @@
 //   ckpt: {every: 10, keep_last: 3}
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dice/judge/judge.h"
@@ -79,16 +80,10 @@ struct RewardConfig {
 struct TraceConfig {
   std::string layout = "packed";
   int64_t shrink = 1;
-  bool fast = true;            // rl::ScoreOptions::fast: sparse attention + chunked log-probs (false: the plain path)
-  int64_t attn_chunk = 256;    // clean tokens per sparse-attention chunk
-  int64_t logit_chunk = 2048;  // targets per lm_head / log-softmax chunk
 
   template <class V> void visit(V& v) {
     v.choice("layout", layout, {"packed", "reference"}, "TraceRL row layout");
     v("shrink", shrink, "merge this many consecutive denoising steps of a block into one round");
-    v("fast", fast, "learner scoring without N x N masks or full-vocabulary logits (false: the plain path)");
-    v("attn_chunk", attn_chunk, "fast path: clean tokens per block-sparse attention chunk");
-    v("logit_chunk", logit_chunk, "fast path: targets per chunk of lm_head + log-softmax");
   }
 };
 
@@ -102,6 +97,10 @@ struct OptimConfig {
   bool zero1 = false;                  // shard the AdamW state across learners
   std::string compute_dtype = "auto";  // forward/backward dtype: auto (bf16 on CUDA) | float32 | bfloat16
   int64_t checkpoint_layers = 0;       // layers (from the first) with activation checkpointing; -1 = all
+  // the learner's scoring (rl::ScoreOptions), spelt as dice sft spells it (optim.fast, ...)
+  bool fast = true;            // sparse attention + chunked log-probs (false: the plain path)
+  int64_t attn_chunk = 256;    // clean tokens per sparse-attention chunk
+  int64_t logit_chunk = 2048;  // targets per lm_head / log-softmax chunk
 
   template <class V> void visit(V& v) {
     v("lr", lr, "AdamW learning rate (constant)");
@@ -117,6 +116,9 @@ struct OptimConfig {
              "learner forward/backward dtype (fp32 master weights, gradients and AdamW always); auto: bf16 on CUDA");
     v("checkpoint_layers", checkpoint_layers,
       "activation checkpointing of this many layers from the first (-1: all): their forward is recomputed in backward");
+    v("fast", fast, "learner scoring without N x N masks or full-vocabulary logits (false: the plain path)");
+    v("attn_chunk", attn_chunk, "fast path: clean tokens per block-sparse attention chunk");
+    v("logit_chunk", logit_chunk, "fast path: targets per chunk of lm_head + log-softmax");
   }
   void validate() const;
 };
@@ -238,7 +240,11 @@ bool key_affects_results(const std::string& dotted_key);
 // Judge and sampler keys that change only speed or where scratch goes, never a result (shared by
 // the trainer's and eval's run-directory fingerprints).
 bool runtime_only_key(const std::string& dotted_key);
-// Dotted keys whose values differ between two resolved config trees (YAML text), sorted.
+// Dotted keys whose values differ between two resolved config trees (YAML text), sorted; a key of
+// an earlier release (renamed_keys) counts as its new name.
 std::vector<std::string> config_differences(const std::string& a_yaml, const std::string& b_yaml);
+// Keys of `dice train` that earlier releases spelt otherwise: {old, new}. A config that uses an old
+// name is refused with the new one (dice train); a run directory recorded with it resumes.
+const std::vector<std::pair<std::string, std::string>>& renamed_keys();
 
 }  // namespace dice::train
