@@ -699,6 +699,21 @@ _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def _reachable_words(recipe, pch_dir):
+    """The words file make-pch wrote beside the PCH (ext.py write_cuda_reachable_words), or None."""
+    try:
+        with open(os.path.join(pch_dir, recipe["cuda_reachable_words"])) as fh:
+            return json.load(fh)
+    except (KeyError, OSError, ValueError):
+        return None
+
+
+def _torch_includes_covered(src, reach):
+    """Whether every torch include of the .cu is a header the words file covers (its "headers")."""
+    covered = set(reach.get("headers", []))
+    return all(m.group(1) in covered for m in _INCLUDE.finditer(src) if TORCH_INCLUDE.match(m.group(0)))
+
+
 def _device_error_stands(norm, log, split, pch_dir, recipe):
     """Whether the device part's compile error is one the plain build of the whole .cu makes too, so
     that it need not be built (nvcc parsing the torch headers: seconds a candidate). The device part
@@ -711,20 +726,14 @@ def _device_error_stands(norm, log, split, pch_dir, recipe):
     torch header outside those CUDA_REACHABLE read, tests no macro (#if/#ifdef: a torch macro could
     flip it), pastes no tokens (##: a host item could declare X so) and uses no macro the torch
     headers define (it could swallow the undefined word)."""
-    words_file = recipe.get("cuda_reachable_words")
     undefined = _DEVICE_UNDEFINED.findall(log)
-    if not words_file or not undefined:
+    if not recipe.get("cuda_reachable_words") or not undefined:
         return False
     src = "\n".join(norm["cuda_sources"])
     if _CONDITIONAL.search(src) or "##" in src:  # ## could make X in a host item the device part lacks
         return False
-    try:
-        with open(os.path.join(pch_dir, words_file)) as fh:
-            reach = json.load(fh)
-    except (OSError, ValueError):
-        return False
-    covered = set(reach.get("headers", []))
-    if any(TORCH_INCLUDE.match(m.group(0)) and m.group(1) not in covered for m in _INCLUDE.finditer(src)):
+    reach = _reachable_words(recipe, pch_dir)
+    if reach is None or not _torch_includes_covered(src, reach):
         return False
     dev_src, host_src, _ = split
     # every word of the text, preprocessor lines, strings and comments included (more than enough)
@@ -860,31 +869,26 @@ def _unbalanced_stands(src, user_flags, include_paths, pch_dir, recipe):
     header it covers), it tests no macro (#if: a branch could hold the missing bracket), pastes no
     tokens, spells no digraph (<% %> <: :> %:) nor trigraph, and no flag or include path of the
     candidate's could define a macro or stand in for a header."""
-    words_file = recipe.get("cuda_reachable_words")
-    if not words_file or include_paths or "##" in src or "??" in src or _CONDITIONAL.search(src):
+    if not recipe.get("cuda_reachable_words") or include_paths or "##" in src or "??" in src or _CONDITIONAL.search(src):
         return False
     if any(f.startswith(("-D", "-U", "-i", "--pre-include", "--define", "--undefine", "-imacros", "-I", "--include-path",
                                 "--system-include")) for f in user_flags):
         return False
-    try:
-        with open(os.path.join(pch_dir, words_file)) as fh:
-            reach = json.load(fh)
-        toks = tokenize(src)
-    except (OSError, ValueError, Unsupported):
+    reach = _reachable_words(recipe, pch_dir)
+    if reach is None or any(k not in reach for k in ("count_changing_macros", "arg_sensitive_macros", "included")):
         return False
-    if any(k not in reach for k in ("count_changing_macros", "arg_sensitive_macros", "included")):
+    try:
+        toks = tokenize(src)
+    except Unsupported:
         return False
     if any(t.kind == "pp" and not re.match(r"[ \t]*#[ \t]*(define|undef|pragma)\b", t.text) and
            not _INCLUDE.match(t.text) for t in toks):
         return False  # a computed #include, #line, #error, ... (the plain build could read anything)
-    covered, read = set(reach.get("headers", [])), reach["included"]
-    for m in _INCLUDE.finditer(src):
-        h = m.group(1)
-        if TORCH_INCLUDE.match(m.group(0)):
-            if h not in covered:
-                return False
-        elif not any(p.endswith("/" + h) for p in read):
-            return False
+    if not _torch_includes_covered(src, reach):
+        return False
+    if any(not TORCH_INCLUDE.match(m.group(0)) and not any(p.endswith("/" + m.group(1)) for p in reach["included"])
+           for m in _INCLUDE.finditer(src)):
+        return False  # a header the words file did not read
     own = "\n".join(re.sub(r"\\\n|\n", " ", t.text) for t in toks if t.kind == "pp")
     known = dict({n: "args" for n in reach["arg_sensitive_macros"]}, **{n: "body" for n in reach["count_changing_macros"]})
     classes = macro_classes(own, known)
