@@ -203,6 +203,7 @@ class Run {
   const RlRunConfig& cfg_;
   const dist::World& world_;
   bool colocated_, is_learner_, is_actor_;
+  bool shared_actor_ = false;  // colocated: the actor samples with the learner's compute copy
   int num_learners_, role_rank_ = 0;
   RunContext ctx_;  // model, tokenizer, device, run directory, metrics
   Timer clock_;     // since this start's first step (the ETA)
@@ -280,11 +281,6 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
       for (auto& p : (*reference_)->parameters()) p.set_requires_grad(false);
     }
   }
-  if (is_actor_) {
-    actor_model_.emplace(mcfg, actor_dtype_, device);
-    load_into(*actor_model_, start_weights, weights_src);
-    for (auto& p : (*actor_model_)->parameters()) p.set_requires_grad(false);
-  }
 
   // ---- communicators: the role's ranks; with split roles also all ranks (rollouts) and
   // learner 0 + the actors (weights) ----
@@ -296,6 +292,17 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
     if (sync_mpi_.member()) sync_comm_ = dist::make_comm(sync_mpi_.comm(), device, opts("weights"));
   }
   if (is_learner_) learner_.emplace(cfg, *master_, *role_comm_, reference_);
+  // A colocated rank samples with the learner's own compute copy when it is in the actor's dtype
+  // (bf16 on CUDA, the fp32 master on CPU): the phases alternate, and the weight sync refreshes it
+  // in place. One copy of the weights fewer (16.4 GB a rank at 8B); else the actor keeps its own.
+  shared_actor_ = colocated_ && learner_->compute_model()->dtype() == actor_dtype_;
+  if (shared_actor_) {
+    actor_model_ = learner_->compute_model();
+  } else if (is_actor_) {
+    actor_model_.emplace(mcfg, actor_dtype_, device);
+    load_into(*actor_model_, start_weights, weights_src);
+    for (auto& p : (*actor_model_)->parameters()) p.set_requires_grad(false);
+  }
   if (is_actor_) actor_.emplace(cfg, *actor_model_, tok, *role_comm_);
   if (is_learner_ && ctx_.resuming())
     learner_->optimizer().load(ckpt::load_optim(ctx_.resume_from(), cfg.optim.zero1 ? role_rank_ : 0));
@@ -383,7 +390,9 @@ void Run::learn(const std::vector<Rollout>& mine, double temperature, json& part
 void Run::sync_weights(json& part) {
   Timer t;
   int64_t bytes = 0;
-  if (colocated_) {
+  if (shared_actor_) {
+    learner_->weights().refresh_compute();  // the actor's weights are the learner's compute copy
+  } else if (colocated_) {
     torch::NoGradGuard ng;
     auto src = learner_->params();
     auto dst = params_of(*actor_model_);
