@@ -55,6 +55,7 @@
 #include "dice/model/train_ops.h"
 #include "dice/model/transformer.h"
 #include "dice/rl/trace.h"
+#include "dice/rollout/sampler.h"
 #include "dice/train/learner_loop.h"
 #include "dice/train/rl_config.h"
 #include "dice/util/error.h"
@@ -83,6 +84,8 @@ struct LearnerBenchArgs {
   std::string checkpoint = "auto";  // auto | all | off | N (layers)
   std::string optimizer = "auto";   // auto | on | off
   int zero1_of = 0;                 // > 1: rank 0 of this many ZeRO-1 learners (its AdamW share)
+  int64_t sample_batch = 0;         // > 0: then sample as a colocated rank does (the learner's state kept)
+  int64_t sample_len = 6144;        // its KV cache slots a row (sampler.max_len)
   int64_t attn_chunk = 256;
   int64_t logit_chunk = 2048;
   bool peer = true;
@@ -375,6 +378,50 @@ std::string fmt_bytes(int64_t b) {
   return buf;
 }
 
+// --sample-batch: after the timed steps, what a colocated rank does next -- sample on the learner's
+// compute copy (the trainer's actor shares it, rl_trainer.cpp) with the learner's weights, gradient
+// buffers and AdamW state still allocated: one generate() of `sample_batch` prompts with a KV cache
+// of sample_batch x sample_len slots (sampler.max_batch x max_len), a few tokens each. Its peak is
+// the sampling phase's memory of such a rank (NCCL's buffers aside).
+nlohmann::json sample_colocated(train::LearnerLoop& learner, const LearnerBenchArgs& a, int64_t prompt_len,
+                                torch::Device dev) {
+  rollout::SamplerConfig sc;
+  sc.max_batch = a.sample_batch;
+  sc.max_len = a.sample_len;
+  sc.max_new_tokens = 8;
+  sc.strategy = "static";
+  sc.stop_ids = {};
+  const int64_t block = learner.compute_model()->config().block_size;  // a partial block's slots
+  DICE_REQUIRE(prompt_len + sc.max_new_tokens + block <= a.sample_len, "bench learner: --sample-len ", a.sample_len,
+               " leaves no room for a prompt of ", prompt_len, " tokens and ", sc.max_new_tokens, " new ones.");
+  const auto& mc = learner.compute_model()->config();
+  const int64_t ids = std::min<int64_t>(mc.vocab_size, 50000);
+  std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(a.sample_batch));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int64_t t = 0; t < prompt_len; ++t) {
+      const int64_t id = static_cast<int64_t>((i * 7919 + static_cast<size_t>(t) * 104729) % static_cast<size_t>(ids));
+      prompts[i].push_back(id == mc.mask_token_id ? (id + 1) % ids : id);
+    }
+  empty_cache(dev);
+  reset_peak(dev);
+  Timer t;
+  int64_t tokens = 0;
+  {
+    rollout::Sampler sampler(learner.compute_model(), sc);
+    for (const auto& r : sampler.generate(prompts, 0)) tokens += static_cast<int64_t>(r.response_ids.size());
+    sync(dev);
+  }
+  const int64_t peak = peak_bytes(dev);
+  const double sec = t.elapsed_s();
+  std::printf("    colocated sampling on the learner's compute copy (its state kept): %ld x %ld KV cache slots, "
+              "%ld tokens in %.2f s, peak %s of %s\n", static_cast<long>(a.sample_batch), static_cast<long>(a.sample_len),
+              static_cast<long>(tokens), sec, fmt_bytes(peak).c_str(),
+              dev.is_cuda() ? fmt_bytes(device_bytes(dev)).c_str() : "host memory");
+  std::fflush(stdout);
+  empty_cache(dev);
+  return {{"batch", a.sample_batch}, {"max_len", a.sample_len}, {"tokens", tokens}, {"seconds", sec}, {"peak_bytes", peak}};
+}
+
 void run_bench(const LearnerBenchArgs& a) {
   const auto dev = bench_device();
   if (!dev.is_cuda()) log::warn("bench learner: no GPU; running on CPU in fp32 (numbers are not meaningful)");
@@ -516,6 +563,7 @@ void run_bench(const LearnerBenchArgs& a) {
                                            " ZeRO-1 learners, nothing broadcast)").c_str()
                                      : "");
         std::fflush(stdout);
+        const nlohmann::json colocated = a.sample_batch > 0 ? sample_colocated(learner, a, P, dev) : nlohmann::json();
         nlohmann::json row = {{"shape", shape}, {"strategy", strategy}, {"path", path}, {"prompt_len", P},
                               {"response_len", R}, {"responses", a.responses}, {"reference_rows", ref.rows},
                               {"reference_tokens", ref.tokens}, {"packed_tokens", packed.tokens},
@@ -527,6 +575,7 @@ void run_bench(const LearnerBenchArgs& a) {
                               {"checkpoint", rc.optim.checkpoint_layers}, {"optimizer", optim},
                               {"zero1_of", a.zero1_of},
                               {"loss", m["loss"]}, {"grad_norm", m["grad_norm"]}};
+        if (!colocated.is_null()) row["colocated_sampling"] = colocated;
         if (a.peer) {
           row["peer"] = peer;
           row["ratio"] = ptps > 0 ? tps / ptps : 0.0;
@@ -751,6 +800,9 @@ void setup_learner(CLI::App& cmd) {
                  "measure rank 0 of N ZeRO-1 learners: its share of the AdamW state (1/N) and update, nothing "
                  "broadcast (optimizer auto: on, 8B included)")
       ->check(CLI::Range(0, 4096));
+  cmd.add_option("--sample-batch", a->sample_batch,
+                 "then sample N prompts on the learner's compute copy, its state kept (a colocated rank's sampling peak)");
+  cmd.add_option("--sample-len", a->sample_len, "KV cache slots a row for --sample-batch (sampler.max_len)");
   cmd.add_option("--attn-chunk", a->attn_chunk, "optim.attn_chunk");
   cmd.add_option("--logit-chunk", a->logit_chunk, "optim.logit_chunk");
   cmd.add_flag("!--no-peer", a->peer, "skip the PyTorch peer");
