@@ -391,10 +391,10 @@ nlohmann::json sample_colocated(train::LearnerLoop& learner, const LearnerBenchA
   sc.max_new_tokens = 8;
   sc.strategy = "static";
   sc.stop_ids = {};
-  const int64_t block = learner.compute_model()->config().block_size;  // a partial block's slots
-  DICE_REQUIRE(prompt_len + sc.max_new_tokens + block <= a.sample_len, "bench learner: --sample-len ", a.sample_len,
-               " leaves no room for a prompt of ", prompt_len, " tokens and ", sc.max_new_tokens, " new ones.");
   const auto& mc = learner.compute_model()->config();
+  DICE_REQUIRE(prompt_len + sc.max_new_tokens + mc.block_size <= a.sample_len, "bench learner: --sample-len ",
+               a.sample_len, " leaves no room for a prompt of ", prompt_len, " tokens and ", sc.max_new_tokens,
+               " new ones.");  // (+ a block: the prompt's last block is partly the response's)
   const int64_t ids = std::min<int64_t>(mc.vocab_size, 50000);
   std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(a.sample_batch));
   for (size_t i = 0; i < prompts.size(); ++i)
