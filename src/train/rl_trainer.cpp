@@ -312,7 +312,8 @@ Run::Run(const RlRunConfig& cfg, const std::string& resume, const std::string& y
   if (world.is_root()) {
     if (cfg.rollout.write_rollouts) make_dirs(cfg.out + "/rollouts");
     log::info("train: ", world.size(), " rank(s): ",
-              colocated_ ? "colocated" : str(num_learners_, " learner(s) + ", world.size() - num_learners_, " actor(s)"),
+              colocated_ ? (shared_actor_ ? "colocated (sampling on the learner's weights)" : "colocated")
+                         : str(num_learners_, " learner(s) + ", world.size() - num_learners_, " actor(s)"),
               " on ", device.str(), "; ", cfg.total_steps(), " steps in ", stages_.size(), " stage(s); ",
               ctx_.resuming() ? "resuming from " + ctx_.resume_from() : std::string("fresh start"));
   }

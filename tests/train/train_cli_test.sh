@@ -105,6 +105,13 @@ ranks)
   run 1 "$work/np1" --set dist.colocated=true
   check_checksums "$work/np1/metrics.jsonl" 1 1
   check_logp_gap "$work/np1/metrics.jsonl"
+  # colocated, the actor samples on the learner's weights when their dtypes agree; else on a copy
+  grep -q "colocated (sampling on the learner's weights) on cpu" "$work/np1/log.txt" ||
+    fail "np1: the colocated actor did not sample on the learner's weights"
+  run 1 "$work/np1_bf16" --set dist.colocated=true --set optim.compute_dtype=bfloat16 --steps 2 > "$work/np1_bf16.log" 2>&1 ||
+    { cat "$work/np1_bf16.log"; fail "colocated with a bf16 compute copy"; }
+  grep -q "1 rank(s): colocated on cpu" "$work/np1_bf16/log.txt" || fail "np1_bf16: expected an actor copy of its own"
+  check_checksums "$work/np1_bf16/metrics.jsonl" 1 1
   run 3 "$work/np3"
   check_checksums "$work/np3/metrics.jsonl" 1 2
   check_logp_gap "$work/np3/metrics.jsonl"
