@@ -12,6 +12,7 @@
                             (no GPU here: the CUDA runtime's own error must come back from the launch)
 Exit 77 (ctest: skipped) for `build` when nvcc is not installed.
 """
+import glob
 import json
 import os
 import re
@@ -435,6 +436,15 @@ def test_build():
         open(os.path.join(host_pch, "dice_cuda_types.h"), "w").write("#include <torch/types.h>\n#include <cuda_runtime.h>\n")
         recipe["host_pch"] = host_pch
         recipe["host_light"] = "dice_cuda_types.h"
+        # main.cpp's dice_full.h from the suite's PCH when its recipe compiles as this one does but for
+        # the CUDA include directory (torch/extension.h of a CPU torch reads nothing there); the host
+        # part's light header precompiled here (~15 s, beside the words file), as make-pch does
+        shared = _suite_pch(re.sub(r" -isystem \S+/cuda/include", "", recipe["cpp_compile"]))
+        if shared:
+            _link_gch(shared, pch, "dice_full.h")
+        light = os.path.join(host_pch, "dice_cuda_types.h")
+        hplain, hpost = ext._plain_command(recipe["host_compile"])
+        light_jobs = ext._precompile(hplain, hpost, light, light + ".gch", work)
         t0 = time.time()
         check(ext.write_cuda_reachable_words(*ext._plain_command(recipe["cuda_compile"]), pch, work),
               "nvcc preprocesses the torch and CUDA headers for the words file")
@@ -446,6 +456,10 @@ def test_build():
               "TORCH_CHECK" in reach["macros"] and "__global__" not in reach["macros"],
               "the words file holds torch's and CUDA's names, and torch's macros apart from CUDA's")
         json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
+        if any(j.wait() != 0 for j in light_jobs):  # then as text
+            shutil.rmtree(light + ".gch", ignore_errors=True)
+        print("precompiled: %s" % ", ".join(h for h in ("dice_full.h", "host/dice_cuda_types.h")
+                                            if os.path.exists(os.path.join(pch, h + ".gch"))))
         norm = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);", "cuda_sources": TRICKY,
                               "functions": ["run"], "extra_cuda_cflags": ["-O3", "--use_fast_math"]})
         out = os.path.join(work, "out")
@@ -577,7 +591,7 @@ def test_build():
         os.makedirs(out3)
         recipe_cpp = dict(recipe)
         os.makedirs(os.path.join(work, "pch_cpp"))
-        shutil.copy(os.path.join(pch, "dice_full.h"), os.path.join(work, "pch_cpp"))
+        _copy_headers(pch, os.path.join(work, "pch_cpp"), ["dice_full.h"])
         json.dump(recipe_cpp, open(os.path.join(work, "pch_cpp", "recipe.json"), "w"))
         ans = fb.build(bad_main, "ef" * 32, {"pch": {"cpp": os.path.join(work, "pch_cpp")}}, out3, ext.forbidden_flag)
         check(ans["status"] == "compile_error" and "undefined_fn" in ans.get("log", ""),
@@ -592,8 +606,13 @@ def _merged_builds(work, recipe, pch, env):
     in main.cpp apart) is compiled apart again and builds."""
     import ext  # noqa: E402
     bpch = os.path.join(work, "pch_bind")
-    shutil.copytree(pch, bpch)
-    open(os.path.join(bpch, "dice_types.h"), "w").write("#include <torch/types.h>\n")
+    shutil.copytree(pch, bpch, ignore=shutil.ignore_patterns("*.gch"))
+    for h in ("dice_full.h", "host/dice_cuda_host.h", "host/dice_cuda_types.h"):  # their precompiled forms
+        _link_gch(pch, bpch, h)
+    open(os.path.join(bpch, "dice_types.h"), "w").write(ext.BIND_HEADER + "\n")
+    shared = _suite_pch(re.sub(r" -isystem \S+/cuda/include", "", recipe["cpp_compile"]))
+    if shared:  # the table's main.cpp (when compiled apart) on the suite's torch/types.h PCH
+        _link_gch(shared, bpch, ext.BIND_PCH_HEADER)
     shutil.copy(os.path.join(ROOT, "src", "judge", "python", "dice_bind.h"), bpch)
     r = dict(recipe, binding="(the module is not loaded here)", bind_header="dice_types.h",
              host_pch=os.path.join(bpch, "host"))
@@ -667,23 +686,36 @@ def test_bind():
             [ext._MARK_CFLAGS], [], cppext._prepare_ldflags([ext._MARK_LD], False, False, False), [ext._MARK_INC],
             False, False)
         recipe = ext._recipe(probe, "dice_probe", False)
-        pch = os.path.join(work, "pch")
-        os.makedirs(pch)
-        open(os.path.join(pch, "dice_full.h"), "w").write("#include <torch/extension.h>\n")
-        # the table's main.cpp on torch/types.h, as make-pch records it (here as text, no PCH)
-        open(os.path.join(pch, ext.BIND_PCH_HEADER), "w").write(ext.BIND_HEADER + "\n")
-        recipe["bind_header"] = ext.BIND_PCH_HEADER
-        recipe["binding"] = ext._build_binding(pch, "0" * 24, False)
-        # the names only the full header declares, as make-pch records them
-        names = ext.write_full_only_names(*ext._plain_command(recipe["cpp_compile"]), pch, work)
+        pch = _suite_pch(recipe["cpp_compile"])
+        if pch:  # the suite's PCH directory, as `ext.py make-pch` left it (its binding module, names file)
+            print("the suite's precompiled headers:", pch)
+            recipe = json.load(open(os.path.join(pch, "recipe.json")))
+            names = {}
+            for line in open(os.path.join(pch, ext.FULL_ONLY_NAMES)):
+                name, _, via = line.rstrip("\n").partition("\t")
+                names[name] = set(via.split(","))
+        else:
+            pch = os.path.join(work, "pch")
+            os.makedirs(pch)
+            open(os.path.join(pch, "dice_full.h"), "w").write("#include <torch/extension.h>\n")
+            # the table's main.cpp on torch/types.h, as make-pch records it (here as text, no PCH)
+            open(os.path.join(pch, ext.BIND_PCH_HEADER), "w").write(ext.BIND_HEADER + "\n")
+            recipe["bind_header"] = ext.BIND_PCH_HEADER
+            recipe["binding"] = ext._build_binding(pch, "0" * 24, False)
+            # the names only the full header declares, as make-pch records them
+            names = ext.write_full_only_names(*ext._plain_command(recipe["cpp_compile"]), pch, work)
         reach = {"", "torch", "at", "std"}  # what a candidate on torch::Tensor reaches
         check(names is not None and reach & names.get("nn", set()) and not reach & names.get("Tensor", set())
               and not reach & names.get("empty_like", set()),
               "the full header's own names: torch::nn, not what torch/types.h declares: %s" %
               {k: (names or {}).get(k) for k in ("nn", "Tensor", "empty_like")})
-        recipe["full_only_names"] = ext.FULL_ONLY_NAMES
-        check(bool(recipe["binding"]), "the binding module builds")
-        json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
+        check(bool(recipe.get("binding")), "the binding module builds")
+        if not pch.startswith(work):
+            check(recipe.get("bind_header") == ext.BIND_PCH_HEADER and recipe.get("full_only_names") == ext.FULL_ONLY_NAMES,
+                  "the suite's recipe has the table's header and the names file: %s" % sorted(recipe))
+        else:
+            recipe["full_only_names"] = ext.FULL_ONLY_NAMES
+            json.dump(recipe, open(os.path.join(pch, "recipe.json"), "w"))
         out = os.path.join(work, "out")
         os.makedirs(out)
         ans = fb.build(ext.normalize({"cpp_sources": BIND_SRC, "functions": BIND_FUNCS}), "12" * 32,
@@ -740,6 +772,35 @@ def test_bind():
                   "load_inline's main.cpp built %s: steps %s" % ("too" if retried else "not", ans3.get("steps")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _copy_headers(src, dst, headers):
+    """The headers into dst, each with a link to its precompiled form where src has one."""
+    for h in headers:
+        shutil.copy(os.path.join(src, h), os.path.join(dst, h))
+        _link_gch(src, dst, h)
+
+
+def _link_gch(src, dst, header):
+    if os.path.exists(os.path.join(src, header + ".gch")):
+        os.symlink(os.path.realpath(os.path.join(src, header + ".gch")), os.path.join(dst, header + ".gch"))
+
+
+def _suite_pch(cpp_compile):
+    """The suite's finished CPU PCH directory for this toolchain (DICE_PCH_ROOT, which the judge_cli_shared_pch
+    fixture fills) whose recipe compiles main.cpp as `cpp_compile` does, or "": then the tests read the
+    headers as text (g++ reads the text where there is no .gch: the same program, slower) and `bind`
+    builds its own binding module (about a minute more on 2 cores)."""
+    root = os.environ.get("DICE_PCH_ROOT", "")
+    for ok in sorted(glob.glob(os.path.join(root, "pch-*", "ok"))) if root else []:
+        d = open(ok).read().strip()
+        try:
+            r = json.load(open(os.path.join(d, "recipe.json")))
+        except (OSError, ValueError):
+            continue
+        if r.get("cpp_compile") == cpp_compile and "cuda_compile" not in r and r.get("binding"):
+            return d
+    return ""
 
 
 def _same(a, b):
