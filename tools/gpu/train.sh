@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dice train on one GPU (after tools/gpu/build.sh): a random SDAR-1.7B-shaped model, colocated,
 # (1) the CUDA judge on the built-in CUDA tasks for 3 steps, (2) the synthetic reward for 2 steps
-# (updates happen), (3) one checkpoint + resume step. Logs and metrics land in $OUT.
+# (updates happen; the actor's weights checked against the learner's each step: the job ends on a
+# mismatch). Logs and metrics land in $OUT. PARTS="synth" (or "judge") runs only that one.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT}"
@@ -10,13 +11,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABL
 work=/tmp/dice-gpu; mkdir -p "$work"
 [[ -f $work/sdar-1.7b-random/config.json ]] ||
   "$dice" ckpt init --config configs/models/sdar-1.7b.yaml --out "$work/sdar-1.7b-random" --seed 1 | tail -1
-echo "#### judge reward (exec), 3 steps"
+parts=${PARTS:-judge synth}
+[[ $parts == *judge* ]] && echo "#### judge reward (exec), 3 steps" &&
 timeout 300 mpirun -np 1 "$dice" train -c configs/train/gpu_smoke.yaml --out "$work/judge" ${JUDGE_SETS:-} 2>&1 | tail -12
 cp "$work/judge/metrics.jsonl" "$OUT/metrics_judge.jsonl" 2>/dev/null
-echo "#### synthetic reward, 2 steps (updates)"
+[[ $parts == *synth* ]] && echo "#### synthetic reward, 2 steps (updates)" &&
 timeout 240 mpirun -np 1 "$dice" train -c configs/train/gpu_smoke.yaml --out "$work/synth" --set reward.kind=synthetic_token_share \
   --set 'stages=[{name: e2e, kind: end_to_end, steps: 2, tasks: configs/tasks/builtin_cuda.jsonl, max_prompt_len: 2000}]' \
-  --set optim.lr=1.0e-5 2>&1 | tail -8
+  --set optim.lr=1.0e-5 --set dist.checksum_weights=true 2>&1 | tail -8
 cp "$work/synth/metrics.jsonl" "$OUT/metrics_synth.jsonl" 2>/dev/null
 python3 - "$OUT/metrics_judge.jsonl" "$OUT/metrics_synth.jsonl" <<'PY'
 import json, sys
