@@ -12,15 +12,24 @@ work=/tmp/dice-gpu; mkdir -p "$work"
 [[ -f $work/sdar-1.7b-random/config.json ]] ||
   "$dice" ckpt init --config configs/models/sdar-1.7b.yaml --out "$work/sdar-1.7b-random" --seed 1 | tail -1
 parts=${PARTS:-judge synth}
-[[ $parts == *judge* ]] && echo "#### judge reward (exec), 3 steps" &&
-timeout 300 mpirun -np 1 "$dice" train -c configs/train/gpu_smoke.yaml --out "$work/judge" ${JUDGE_SETS:-} 2>&1 | tail -12
-cp "$work/judge/metrics.jsonl" "$OUT/metrics_judge.jsonl" 2>/dev/null
-[[ $parts == *synth* ]] && echo "#### synthetic reward, 2 steps (updates)" &&
-timeout 240 mpirun -np 1 "$dice" train -c configs/train/gpu_smoke.yaml --out "$work/synth" --set reward.kind=synthetic_token_share \
-  --set 'stages=[{name: e2e, kind: end_to_end, steps: 2, tasks: configs/tasks/builtin_cuda.jsonl, max_prompt_len: 2000}]' \
-  --set optim.lr=1.0e-5 --set dist.checksum_weights=true 2>&1 | tail -8
-cp "$work/synth/metrics.jsonl" "$OUT/metrics_synth.jsonl" 2>/dev/null
-python3 - "$OUT/metrics_judge.jsonl" "$OUT/metrics_synth.jsonl" <<'PY'
+metrics=()
+if [[ $parts == *judge* ]]; then
+  echo "#### judge reward (exec), 3 steps"
+  rm -rf "$work/judge"
+  timeout 300 mpirun -np 1 "$dice" train -c configs/train/gpu_smoke.yaml --out "$work/judge" ${JUDGE_SETS:-} 2>&1 | tail -12
+  cp "$work/judge/metrics.jsonl" "$OUT/metrics_judge.jsonl" 2>/dev/null
+  metrics+=("$OUT/metrics_judge.jsonl")
+fi
+if [[ $parts == *synth* ]]; then
+  echo "#### synthetic reward, 2 steps (updates)"
+  rm -rf "$work/synth"
+  timeout 240 mpirun -np 1 "$dice" train -c configs/train/gpu_smoke.yaml --out "$work/synth" --set reward.kind=synthetic_token_share \
+    --set 'stages=[{name: e2e, kind: end_to_end, steps: 2, tasks: configs/tasks/builtin_cuda.jsonl, max_prompt_len: 2000}]' \
+    --set optim.lr=1.0e-5 --set dist.checksum_weights=true 2>&1 | tail -8
+  cp "$work/synth/metrics.jsonl" "$OUT/metrics_synth.jsonl" 2>/dev/null
+  metrics+=("$OUT/metrics_synth.jsonl")
+fi
+python3 - "${metrics[@]}" <<'PY'
 import json, sys
 for p in sys.argv[1:]:
     try: recs = [json.loads(l) for l in open(p)]
