@@ -520,7 +520,7 @@ def test_build():
         check(r.returncode == 0 and "RAISED launch failed:" in r.stdout and "COUNTS ['scale_kernel'" in r.stdout,
               "the variant built from cached parts imports, launches and counts: %s %s"
               % (r.stdout[-300:], r.stderr[-300:]))
-        _merged_builds(work, recipe, pch, env)
+        _merged_builds(work, recipe, pch, shared, env)
         # a host part that needs more of the frontend than torch/types.h: compiled again on the full header
         full = ext.normalize({"cpp_sources": "torch::Tensor run(torch::Tensor x);",
                               "cuda_sources": PRELUDE + "#include <torch/extension.h>\n"
@@ -591,7 +591,8 @@ def test_build():
         os.makedirs(out3)
         recipe_cpp = dict(recipe)
         os.makedirs(os.path.join(work, "pch_cpp"))
-        _copy_headers(pch, os.path.join(work, "pch_cpp"), ["dice_full.h"])
+        shutil.copy(os.path.join(pch, "dice_full.h"), os.path.join(work, "pch_cpp"))
+        _link_gch(pch, os.path.join(work, "pch_cpp"), "dice_full.h")
         json.dump(recipe_cpp, open(os.path.join(work, "pch_cpp", "recipe.json"), "w"))
         ans = fb.build(bad_main, "ef" * 32, {"pch": {"cpp": os.path.join(work, "pch_cpp")}}, out3, ext.forbidden_flag)
         check(ans["status"] == "compile_error" and "undefined_fn" in ans.get("log", ""),
@@ -600,7 +601,7 @@ def test_build():
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _merged_builds(work, recipe, pch, env):
+def _merged_builds(work, recipe, pch, shared, env):
     """With the dice_bind table: main.cpp compiled inside host.cpp (one g++ run), the table exported and
     the kernel resolved; a unit that does not compile (an overload makes `&run` ambiguous there, not
     in main.cpp apart) is compiled apart again and builds."""
@@ -610,7 +611,6 @@ def _merged_builds(work, recipe, pch, env):
     for h in ("dice_full.h", "host/dice_cuda_host.h", "host/dice_cuda_types.h"):  # their precompiled forms
         _link_gch(pch, bpch, h)
     open(os.path.join(bpch, "dice_types.h"), "w").write(ext.BIND_HEADER + "\n")
-    shared = _suite_pch(re.sub(r" -isystem \S+/cuda/include", "", recipe["cpp_compile"]))
     if shared:  # the table's main.cpp (when compiled apart) on the suite's torch/types.h PCH
         _link_gch(shared, bpch, ext.BIND_PCH_HEADER)
     shutil.copy(os.path.join(ROOT, "src", "judge", "python", "dice_bind.h"), bpch)
@@ -774,14 +774,8 @@ def test_bind():
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _copy_headers(src, dst, headers):
-    """The headers into dst, each with a link to its precompiled form where src has one."""
-    for h in headers:
-        shutil.copy(os.path.join(src, h), os.path.join(dst, h))
-        _link_gch(src, dst, h)
-
-
 def _link_gch(src, dst, header):
+    """A link in dst to header's precompiled form in src, where src has one."""
     if os.path.exists(os.path.join(src, header + ".gch")):
         os.symlink(os.path.realpath(os.path.join(src, header + ".gch")), os.path.join(dst, header + ".gch"))
 
